@@ -1,0 +1,74 @@
+"""The library API, as short as the CLI: load a target, pick a method, generate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from draftsmith.drafters.base import Drafter
+from draftsmith.drafters.registry import build_drafter
+from draftsmith.engine.decode import speculative_generate
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.engine.stats import GenerationStats
+from draftsmith.models.target import Target
+
+
+@dataclass
+class Completion:
+    text: str
+    tokens: list[int]
+    finish_reason: str
+    stats: GenerationStats
+    method: str
+
+
+class TextStream:
+    """Turns committed token chunks into text deltas, holding back half-decoded characters."""
+
+    def __init__(self, target: Target, on_text: Callable[[str], None]) -> None:
+        self.target, self.on_text = target, on_text
+        self.tokens: list[int] = []
+        self.sent = 0
+
+    def __call__(self, new_tokens: list[int]) -> None:
+        self.tokens.extend(new_tokens)
+        text = self.target.decode(self.tokens)
+        if text.endswith("\ufffd"):
+            return
+        if len(text) > self.sent:
+            self.on_text(text[self.sent :])
+            self.sent = len(text)
+
+
+def load_target(source: str | None = None, dtype: str = "auto", device: str = "auto") -> Target:
+    """The default target (SmolLM2-135M-Instruct) or any HF causal LM: dir, hub id or .gguf file."""
+    return Target.load(source, dtype=dtype, device=device)
+
+
+def generate(
+    target: Target,
+    prompt: str | list[int],
+    method: str | Drafter = "ngram",
+    *,
+    max_new_tokens: int = 256,
+    temperature: float = 0.0,
+    top_p: float = 1.0,
+    top_k: int = 0,
+    seed: int | None = None,
+    stop: tuple[str, ...] = (),
+    chat: bool = True,
+    k: int | None = None,
+    on_text: Callable[[str], None] | None = None,
+    **drafter_options,
+) -> Completion:
+    """Decode `prompt` losslessly with `method` (a registry name or a built Drafter)."""
+    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    drafter = method if isinstance(method, Drafter) else build_drafter(method, target, k=k, **drafter_options)
+    ids = target.encode(prompt, chat=chat) if isinstance(prompt, str) else list(prompt)
+    stream = TextStream(target, on_text) if on_text else None
+    result = speculative_generate(
+        target.runner, drafter, ids, target.stop_rule(max_new_tokens, tuple(stop)), params, k=k,
+        on_tokens=stream,
+    )
+    return Completion(target.decode(result.tokens), result.tokens, result.finish_reason, result.stats,
+                      drafter.name)

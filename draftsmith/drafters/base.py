@@ -1,0 +1,62 @@
+"""The contract between the engine and every drafter.
+
+The engine calls `start` once after prefilling the prompt, then per round `propose` (guess up to k
+tokens) and `accept` (learn which were kept). A drafter that conditions on the target (DFlash,
+DSpark, EAGLE-3, MTP) names the target layers it wants in `hidden_layers`; the engine then hands
+it those hidden states for every position the target has committed, at no extra forward pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+
+from draftsmith.engine.runner import HiddenKey
+from draftsmith.engine.sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from draftsmith.models.target import Target
+
+
+@dataclass
+class Draft:
+    """Proposed tokens [k] and the distribution each was drawn from ([k, V], None = deterministic)."""
+
+    tokens: torch.Tensor
+    probs: torch.Tensor | None = None
+
+    @staticmethod
+    def empty(device: torch.device | str = "cpu") -> Draft:
+        return Draft(torch.empty(0, dtype=torch.long, device=device))
+
+
+class Drafter:
+    """Base class; subclasses override `propose` and, if stateful, `start`/`accept`."""
+
+    name: ClassVar[str] = "base"
+    description: ClassVar[str] = ""
+    hidden_layers: tuple[HiddenKey, ...] = ()
+    default_k: int = 0
+
+    @classmethod
+    def build(cls, target: Target, **options: object) -> Drafter:
+        """Construct from CLI/API options; unknown options are ignored so one flag set serves all."""
+        return cls()
+
+    def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
+        """A new sequence of at most max_len tokens. hidden: target states for prompt[:-1]."""
+
+    def propose(
+        self, tokens: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None
+    ) -> Draft:
+        """Guess up to k tokens that follow `tokens` (the whole committed sequence, 1-D)."""
+        raise NotImplementedError
+
+    def accept(self, tokens: torch.Tensor, n_new: int, hidden: dict[HiddenKey, torch.Tensor]) -> None:
+        """The target committed n_new tokens at the end of `tokens`.
+
+        hidden holds the target states of the n_new positions that entered its cache this round,
+        which are `tokens[-n_new-1:-1]` (the last committed token is not cached yet).
+        """

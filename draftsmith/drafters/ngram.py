@@ -1,0 +1,41 @@
+"""Prompt lookup: draft the continuation of the latest earlier occurrence of the current suffix.
+
+Free to run and strong on copy-heavy text (code edits, quoting the prompt); weak on open chat.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.errors import DraftsmithError
+
+
+class NgramDrafter(Drafter):
+    name = "ngram"
+    description = "n-gram prompt lookup over prompt + generated text (no training)"
+
+    def __init__(self, k: int = 6, max_ngram: int = 3, min_ngram: int = 1) -> None:
+        if not 1 <= min_ngram <= max_ngram:
+            raise DraftsmithError(f"need 1 <= ngram_min <= ngram_max, got {min_ngram}..{max_ngram}")
+        self.default_k = k
+        self.max_ngram = max_ngram
+        self.min_ngram = min_ngram
+
+    @classmethod
+    def build(cls, target, k: int | None = None, ngram_max: int = 3, ngram_min: int = 1, **_) -> NgramDrafter:
+        return cls(k=6 if k is None else k, max_ngram=ngram_max, min_ngram=ngram_min)
+
+    def propose(self, tokens: torch.Tensor, k: int, params, generator) -> Draft:
+        n_tok = tokens.shape[0]
+        for n in range(min(self.max_ngram, n_tok - 1), self.min_ngram - 1, -1):
+            windows = tokens[: n_tok - 1].unfold(0, n, 1)  # every earlier n-gram with a successor
+            hits = (windows == tokens[n_tok - n :]).all(dim=1).nonzero()
+            if hits.numel():
+                # the most recent match is the most local context, unless the sequence end truncates
+                # its continuation; then the earliest match gives the longest draft
+                starts = hits[:, 0] + n
+                full = starts[starts + k <= n_tok]
+                start = int(full[-1]) if full.numel() else int(starts[0])
+                return Draft(tokens[start : start + k].clone())
+        return Draft.empty(tokens.device)

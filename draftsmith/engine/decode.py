@@ -1,0 +1,159 @@
+"""The speculative decode loop. Plain decoding is the same loop with a drafter that proposes nothing.
+
+Invariant: the target's KV cache holds every committed token except the last one. A round feeds
+[last committed token, draft_1..draft_k] in one forward, verifies, and rolls the cache back by
+length to the accepted prefix; the target's own next token (the bonus) becomes the new last token.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.engine.runner import ModelRunner
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.engine.stats import GenerationStats
+from draftsmith.engine.verify import Verifier, verify
+from draftsmith.errors import DraftsmithError
+
+
+@dataclass
+class StopRule:
+    """When to end: EOS ids, a token budget, and optional stop strings (needs a decode function)."""
+
+    max_new_tokens: int
+    eos_ids: frozenset[int] = frozenset()
+    stop_strings: tuple[str, ...] = ()
+    decode: Callable[[list[int]], str] | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_new_tokens, bool) or not isinstance(self.max_new_tokens, int):
+            raise DraftsmithError(f"max_new_tokens must be an integer, got {self.max_new_tokens!r}")
+        if self.max_new_tokens < 1:
+            raise DraftsmithError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if any(not s for s in self.stop_strings):
+            raise DraftsmithError("stop strings must be non-empty")
+        if self.stop_strings and self.decode is None:
+            raise ValueError("stop strings need a decode function")
+
+    def stop_string_cut(self, tokens: list[int], checked: int) -> int | None:
+        """Smallest t > checked such that tokens[:t] decodes to text containing a stop string.
+
+        Plain and speculative runs apply the same rule to the same tokens, so they stop alike
+        even when a stop string completes in the middle of an accepted block.
+        """
+        if not self.stop_strings:
+            return None
+        if not any(s in self.decode(tokens) for s in self.stop_strings):
+            return None
+        for t in range(checked + 1, len(tokens) + 1):
+            if any(s in self.decode(tokens[:t]) for s in self.stop_strings):
+                return t
+        return None
+
+
+@dataclass
+class GenerationResult:
+    tokens: list[int]
+    finish_reason: str  # "eos" | "length" | "stop" | "context"
+    stats: GenerationStats = field(default_factory=GenerationStats)
+
+
+def _now(device: torch.device) -> float:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
+@torch.inference_mode()
+def speculative_generate(
+    runner: ModelRunner,
+    drafter: Drafter,
+    prompt: list[int] | torch.Tensor,
+    stop: StopRule,
+    params: SamplingParams | None = None,
+    k: int | None = None,
+    on_tokens: Callable[[list[int]], None] | None = None,
+    verifier: Callable[..., tuple[int, int]] = verify,
+) -> GenerationResult:
+    """Decode with `drafter` proposing up to k tokens a round; output equals the target's own.
+
+    `verifier` is injectable so tests can prove that a wrong rule is caught.
+    """
+    params = params or SamplingParams()
+    k = drafter.default_k if k is None else k
+    if k < 0:
+        raise DraftsmithError(f"draft length must be >= 0, got {k}")
+    device = runner.device
+    ids = torch.as_tensor(prompt, dtype=torch.long, device=device).reshape(-1)
+    n_prompt = int(ids.shape[0])
+    if n_prompt == 0:
+        raise DraftsmithError("the prompt is empty")
+    if n_prompt >= runner.max_context:
+        raise DraftsmithError(
+            f"the prompt has {n_prompt} tokens but the model's context holds {runner.max_context}"
+        )
+    rng = None if params.greedy else params.generator(device)
+    stats = GenerationStats()
+    verify_fn: Verifier = verifier
+
+    t_start = _now(device)
+    max_len = min(runner.max_context, n_prompt + stop.max_new_tokens + k)
+    runner.reset(max_len)
+    hidden_keys = drafter.hidden_layers
+    pre = runner.forward(ids[:-1], n_logits=0, hidden=hidden_keys) if n_prompt > 1 else None
+    drafter.start(ids, pre.hidden if pre else {}, max_len)
+    stats.prefill_s = _now(device) - t_start
+
+    tokens = ids
+    new: list[int] = []
+    finish = "length"
+    checked = 0
+    while True:
+        n_ctx = int(tokens.shape[0])
+        room = min(stop.max_new_tokens - len(new), runner.max_context - n_ctx)
+        if room <= 0:
+            finish = "context" if len(new) < stop.max_new_tokens else "length"
+            break
+        k_round = min(k, room - 1)
+        t0 = _now(device)
+        draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
+        draft_tokens = draft.tokens[:k_round].to(device)
+        draft_probs = draft.probs[:k_round] if draft.probs is not None else None
+        t1 = _now(device)
+        out = runner.forward(
+            torch.cat([tokens[-1:], draft_tokens]), n_logits=len(draft_tokens) + 1, hidden=hidden_keys
+        )
+        n_acc, bonus = verify_fn(out.logits, draft_tokens, draft_probs, params, rng)
+        runner.rollback(n_ctx + n_acc)
+        t2 = _now(device)
+        stats.draft_s += t1 - t0
+        stats.verify_s += t2 - t1
+
+        round_tokens = draft_tokens[:n_acc].tolist() + [bonus]
+        eos_at = next((i for i, t in enumerate(round_tokens) if t in stop.eos_ids), None)
+        produced = len(round_tokens) if eos_at is None else eos_at + 1
+        stats.record_round(len(draft_tokens), n_acc, produced)
+        if eos_at is not None:
+            round_tokens = round_tokens[:eos_at]
+            finish = "eos"
+        new.extend(round_tokens)
+        tokens = torch.cat([tokens, torch.tensor(round_tokens, dtype=torch.long, device=device)])
+        cut = stop.stop_string_cut(new, checked)
+        checked = len(new)
+        if cut is not None:
+            round_tokens = round_tokens[: len(round_tokens) - (len(new) - cut)]
+            del new[cut:]
+            finish = "stop"
+        if on_tokens and round_tokens:
+            on_tokens(round_tokens)
+        if finish in ("eos", "stop"):
+            break
+        drafter.accept(tokens, n_acc + 1, {key: h[: n_acc + 1] for key, h in out.hidden.items()})
+    stats.new_tokens = len(new)
+    stats.total_s = _now(device) - t_start
+    return GenerationResult(new, finish, stats)

