@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_model
 
 from draftsmith.errors import DraftsmithError
 
@@ -82,10 +83,13 @@ def _load_gguf(gguf: Path, dtype: torch.dtype):
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
         model.config.name_or_path = str(gguf)
-        model.save_pretrained(tmp)
+        tmp.mkdir(parents=True)
+        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        model.config.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         os.replace(tmp, cache)
-    except OSError:
+    except (OSError, ValueError):
         pass
     return model.to(dtype), tok
 

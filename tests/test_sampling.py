@@ -1,0 +1,118 @@
+"""Sampling: parameter validation, the target distribution, and statistical losslessness.
+
+The exact distribution of the first three generated tokens is enumerated from a tiny model, and
+speculative samples are tested against it with a chi-square goodness-of-fit test. A deliberately
+wrong verifier (resampling from p instead of the residual after a rejection) must fail the same test.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+from conftest import tiny_model
+from scipy.stats import chisquare
+
+from draftsmith.drafters.draft_model import DraftModelDrafter
+from draftsmith.drafters.ngram import NgramDrafter
+from draftsmith.drafters.plain import PlainDrafter
+from draftsmith.engine.backends import make_runner
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.sampling import SamplingParams, sample, target_probs
+from draftsmith.engine.verify import verify_sampling
+from draftsmith.errors import DraftsmithError
+
+V = 6
+N_NEW = 3
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(temperature=-1), dict(temperature=float("nan")), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1),
+     dict(top_k=2.5), dict(seed="x")],
+)
+def test_invalid_sampling_values_are_rejected(kwargs):
+    with pytest.raises(DraftsmithError):
+        SamplingParams(**kwargs)
+
+
+def test_target_probs_applies_top_k_and_top_p():
+    logits = torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0]])
+    p = target_probs(logits, SamplingParams(temperature=1.0, top_k=2))
+    assert (p[0, 2:] == 0).all() and torch.isclose(p.sum(), torch.tensor(1.0))
+    full = torch.softmax(logits, -1)[0]
+    p = target_probs(logits, SamplingParams(temperature=1.0, top_p=0.7))
+    kept = (p[0] > 0).sum().item()
+    assert full[: kept - 1].sum() < 0.7 <= full[:kept].sum()  # smallest prefix reaching top_p
+    greedy = target_probs(logits, SamplingParams())
+    assert greedy[0].tolist() == [1.0, 0.0, 0.0, 0.0, 0.0]
+
+
+def wrong_verifier(logits, draft, draft_probs, params, generator):
+    """Accepts like speculative sampling but resamples from p, not the residual: biased."""
+    n, _ = verify_sampling(logits, draft, draft_probs, params, generator)
+    p = target_probs(logits, params)
+    return n, int(sample(p[n], generator))
+
+
+@pytest.fixture(scope="module")
+def setup():
+    target = tiny_model("llama", seed=3, vocab=V, hidden=32)
+    draft = tiny_model("llama", seed=4, vocab=V, hidden=32)
+    params = SamplingParams(temperature=1.3, top_k=5)
+    ids = torch.tensor([1, 4, 3, 4, 5, 3, 4])
+    # exact P(t1, t2, t3) by enumeration
+    seqs = list(itertools.product(range(V), repeat=N_NEW))
+    batch = torch.stack([torch.cat([ids, torch.tensor(s)]) for s in seqs])
+    with torch.no_grad():
+        probs = target_probs(target(batch).logits[:, len(ids) - 1 : -1], params)
+    exact = torch.ones(len(seqs))
+    for j in range(N_NEW):
+        exact *= probs[torch.arange(len(seqs)), j, torch.tensor([s[j] for s in seqs])]
+    return target, draft, params, ids, seqs, exact
+
+
+def sample_counts(setup, drafter, n, verifier=None):
+    target, _, params, ids, seqs, _ = setup
+    runner = make_runner(target)
+    index = {s: i for i, s in enumerate(seqs)}
+    counts = torch.zeros(len(seqs))
+    extra = {} if verifier is None else {"verifier": verifier}
+    for i in range(n):
+        p = SamplingParams(temperature=params.temperature, top_k=params.top_k, seed=i)
+        res = speculative_generate(runner, drafter, ids, StopRule(N_NEW), p, **extra)
+        counts[index[tuple(res.tokens)]] += 1
+    return counts
+
+
+def gof_pvalue(counts, exact):
+    n = counts.sum()
+    expected = exact / exact.sum() * n
+    big = expected >= 5  # pool the rare cells so the chi-square approximation holds
+    obs = torch.cat([counts[big], counts[~big].sum().reshape(1)])
+    exp = torch.cat([expected[big], expected[~big].sum().reshape(1)])
+    return chisquare(obs.numpy(), exp.numpy()).pvalue
+
+
+N_SAMPLES = 3000
+
+
+def test_plain_sampling_matches_exact_distribution(setup):
+    assert gof_pvalue(sample_counts(setup, PlainDrafter(), N_SAMPLES), setup[-1]) > 1e-3
+
+
+def test_speculative_sampling_with_draft_model_is_lossless(setup):
+    drafter = DraftModelDrafter(setup[1], V, k=2)
+    assert gof_pvalue(sample_counts(setup, drafter, N_SAMPLES), setup[-1]) > 1e-3
+
+
+def test_speculative_sampling_with_deterministic_drafter_is_lossless(setup):
+    drafter = NgramDrafter(k=2, max_ngram=2)
+    assert gof_pvalue(sample_counts(setup, drafter, N_SAMPLES), setup[-1]) > 1e-3
+
+
+def test_wrong_verifier_is_detected(setup):
+    drafter = DraftModelDrafter(setup[1], V, k=2)
+    counts = sample_counts(setup, drafter, N_SAMPLES, verifier=wrong_verifier)
+    assert gof_pvalue(counts, setup[-1]) < 1e-6
