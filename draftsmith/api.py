@@ -67,8 +67,14 @@ def generate(
     ids = target.encode(prompt, chat=chat) if isinstance(prompt, str) else list(prompt)
     stream = TextStream(target, on_text) if on_text else None
     result = speculative_generate(
-        target.runner, drafter, ids, target.stop_rule(max_new_tokens, tuple(stop)), params, k=k,
+        target.runner,
+        drafter,
+        ids,
+        target.stop_rule(max_new_tokens, tuple(stop)),
+        params,
+        k=k,
         on_tokens=stream,
     )
-    return Completion(target.decode(result.tokens), result.tokens, result.finish_reason, result.stats,
-                      drafter.name)
+    return Completion(
+        target.decode(result.tokens), result.tokens, result.finish_reason, result.stats, drafter.name
+    )

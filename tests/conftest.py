@@ -19,9 +19,20 @@ ARCHS = {
 def tiny_model(arch: str = "llama", seed: int = 0, vocab: int = VOCAB, layers: int = 2, hidden: int = 64):
     torch.manual_seed(seed)
     cfg = AutoConfig.for_model(
-        arch, vocab_size=vocab, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256, tie_word_embeddings=False, initializer_range=0.2,
-        bos_token_id=1, eos_token_id=2, pad_token_id=0, **ARCHS[arch],
+        arch,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        initializer_range=0.2,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+        **ARCHS[arch],
     )
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
     with torch.no_grad():  # sharpen the random logits so greedy text has structure (loops, repeats)

@@ -49,11 +49,14 @@ def test_runner_matches_full_forward_in_chunks(arch):
     for backend in backends:
         runner = make_runner(model, backend)
         runner.reset(64)
-        parts = [runner.forward(ids[a:b], n_logits=b - a, hidden=(0, 2)) for a, b in [(0, 11), (11, 12), (12, 30)]]
+        parts = [
+            runner.forward(ids[a:b], n_logits=b - a, hidden=(0, 1)) for a, b in [(0, 11), (11, 12), (12, 30)]
+        ]
         logits = torch.cat([p.logits for p in parts])
         torch.testing.assert_close(logits, ref.logits[0], atol=1e-4, rtol=1e-4)
-        h0 = torch.cat([p.hidden[0] for p in parts])
-        torch.testing.assert_close(h0, ref.hidden_states[0][0], atol=1e-5, rtol=1e-5)
+        for key in (0, 1):
+            h = torch.cat([p.hidden[key] for p in parts])
+            torch.testing.assert_close(h, ref.hidden_states[key][0], atol=1e-4, rtol=1e-4)
 
 
 def test_lean_final_hidden_is_normed_last_layer():
@@ -99,8 +102,9 @@ def test_greedy_is_token_identical_for_every_method(arch):
 
 def test_speculation_actually_accepts_tokens():
     model = tiny_model("llama")
-    res = speculative_generate(make_runner(model), DraftModelDrafter(perturbed_copy(model, 0.05), VOCAB, k=4),
-                               prompt(), StopRule(40))
+    res = speculative_generate(
+        make_runner(model), DraftModelDrafter(perturbed_copy(model, 0.05), VOCAB, k=4), prompt(), StopRule(40)
+    )
     assert res.stats.accepted > 0 and res.stats.tau > 1.5
     assert res.stats.produced == 40 and res.stats.rounds < 40
     by_pos = res.stats.acceptance_by_position
@@ -183,3 +187,86 @@ def test_bad_engine_inputs_are_clear_errors():
             StopRule(bad)
     with pytest.raises(DraftsmithError, match="draft length"):
         speculative_generate(runner, PlainDrafter(), prompt(), StopRule(5), k=-1)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_padded_and_row_major_step_plans_are_exact(arch):
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
+
+    model = tiny_model(arch)
+    ids = prompt(n=30)
+    ref = model(ids[None]).logits[0]
+    runner = LeanLlamaRunner(model, dual=True)
+    runner.plan = {n: (n + 3, n % 2 == 0) for n in range(1, 31)}  # pad every step, mix layouts
+    runner.reset(40)
+    logits = torch.cat(
+        [runner.forward(ids[a:b], n_logits=b - a).logits for a, b in [(0, 7), (7, 8), (8, 30)]]
+    )
+    torch.testing.assert_close(logits, ref, atol=1e-4, rtol=1e-4)
+    # and the HF modules still compute the same function on the re-laid-out weights
+    torch.testing.assert_close(model(ids[None]).logits[0], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_calibration_gives_a_monotone_plan_and_greedy_stays_exact():
+    model = tiny_model("llama")
+    runner = make_runner(model)
+    cost = runner.calibrate(max_rows=6, context=16, repeats=1)
+    assert sorted(cost) == list(range(1, 7)) and all(t > 0 for t in cost.values())
+    assert all(runner.plan[n][0] >= n for n in cost)
+    ids = prompt(5)
+    expected = model.generate(
+        ids[None], max_new_tokens=30, do_sample=False, eos_token_id=None, pad_token_id=0
+    )
+    res = speculative_generate(runner, NgramDrafter(k=5, min_ngram=1), ids, StopRule(30))
+    assert res.tokens == expected[0, len(ids) :].tolist()
+
+
+def test_draft_length_policy_truncates_unprofitable_drafts():
+    from draftsmith.engine.draft_length import AcceptanceHistory, best_length
+
+    cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
+    good, bad = AcceptanceHistory(), AcceptanceHistory()
+    for _ in range(50):
+        good.update(4, 4)
+        bad.update(4, 0)
+    assert best_length(4, cost, good) == 4
+    assert best_length(4, cost, bad) == 0
+    assert best_length(3, {}, bad) == 3  # no cost table: keep the draft
+
+
+class HiddenRecorder(Drafter):
+    """Asks for target hidden states and keeps them, to check the engine hands over the right rows."""
+
+    name = "recorder"
+    hidden_layers = (1, FINAL)
+    default_k = 3
+
+    def start(self, prompt, hidden, max_len):
+        self.rows = {key: [h] for key, h in hidden.items()}
+
+    def propose(self, tokens, k, params, generator):
+        return NgramDrafter(k=k, min_ngram=1).propose(tokens, k, params, generator)
+
+    def accept(self, tokens, n_new, hidden):
+        for key, h in hidden.items():
+            assert h.shape[0] == n_new
+            self.rows[key].append(h)
+
+
+@pytest.mark.parametrize("arch", ["llama", "gemma3_text"])
+def test_drafters_receive_target_hidden_states_of_committed_positions(arch):
+    model = tiny_model(arch)
+    with torch.no_grad():  # non-trivial final norm, so a normed state cannot pass for a raw one
+        for p in model.model.norm.parameters():
+            p.normal_(generator=torch.Generator().manual_seed(0))
+    runner = make_runner(model)
+    ids = prompt(6)
+    drafter = HiddenRecorder()
+    res = speculative_generate(runner, drafter, ids, StopRule(30))
+    full = torch.cat([ids, torch.tensor(res.tokens)])
+    ref = model(full[None], output_hidden_states=True)
+    got = torch.cat(drafter.rows[1])
+    n = got.shape[0]  # committed positions, in order, from the start
+    torch.testing.assert_close(got, ref.hidden_states[1][0, :n], atol=1e-4, rtol=1e-4)
+    final = torch.cat(drafter.rows[FINAL])
+    torch.testing.assert_close(model.get_output_embeddings()(final), ref.logits[0, :n], atol=1e-3, rtol=1e-3)

@@ -29,8 +29,15 @@ N_NEW = 3
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(temperature=-1), dict(temperature=float("nan")), dict(top_p=0), dict(top_p=1.5), dict(top_k=-1),
-     dict(top_k=2.5), dict(seed="x")],
+    [
+        dict(temperature=-1),
+        dict(temperature=float("nan")),
+        dict(top_p=0),
+        dict(top_p=1.5),
+        dict(top_k=-1),
+        dict(top_k=2.5),
+        dict(seed="x"),
+    ],
 )
 def test_invalid_sampling_values_are_rejected(kwargs):
     with pytest.raises(DraftsmithError):

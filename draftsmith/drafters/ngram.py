@@ -15,7 +15,7 @@ class NgramDrafter(Drafter):
     name = "ngram"
     description = "n-gram prompt lookup over prompt + generated text (no training)"
 
-    def __init__(self, k: int = 6, max_ngram: int = 3, min_ngram: int = 1) -> None:
+    def __init__(self, k: int = 10, max_ngram: int = 3, min_ngram: int = 2) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise DraftsmithError(f"need 1 <= ngram_min <= ngram_max, got {min_ngram}..{max_ngram}")
         self.default_k = k
@@ -23,8 +23,8 @@ class NgramDrafter(Drafter):
         self.min_ngram = min_ngram
 
     @classmethod
-    def build(cls, target, k: int | None = None, ngram_max: int = 3, ngram_min: int = 1, **_) -> NgramDrafter:
-        return cls(k=6 if k is None else k, max_ngram=ngram_max, min_ngram=ngram_min)
+    def build(cls, target, k: int | None = None, ngram_max: int = 3, ngram_min: int = 2, **_) -> NgramDrafter:
+        return cls(k=10 if k is None else k, max_ngram=ngram_max, min_ngram=ngram_min)
 
     def propose(self, tokens: torch.Tensor, k: int, params, generator) -> Draft:
         n_tok = tokens.shape[0]

@@ -7,14 +7,14 @@ length to the accepted prefix; the target's own next token (the bonus) becomes t
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.engine.runner import ModelRunner
+from draftsmith.engine.draft_length import AcceptanceHistory, best_length
+from draftsmith.engine.runner import ModelRunner, now
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.engine.verify import Verifier, verify
@@ -63,12 +63,6 @@ class GenerationResult:
     stats: GenerationStats = field(default_factory=GenerationStats)
 
 
-def _now(device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
 @torch.inference_mode()
 def speculative_generate(
     runner: ModelRunner,
@@ -79,10 +73,13 @@ def speculative_generate(
     k: int | None = None,
     on_tokens: Callable[[list[int]], None] | None = None,
     verifier: Callable[..., tuple[int, int]] = verify,
+    adaptive: bool = True,
 ) -> GenerationResult:
     """Decode with `drafter` proposing up to k tokens a round; output equals the target's own.
 
-    `verifier` is injectable so tests can prove that a wrong rule is caught.
+    adaptive: shorten each draft to the length that pays on this machine (needs the runner's
+    measured step costs; see draft_length.py). `verifier` is injectable so tests can prove that
+    a wrong rule is caught.
     """
     params = params or SamplingParams()
     k = drafter.default_k if k is None else k
@@ -100,14 +97,16 @@ def speculative_generate(
     rng = None if params.greedy else params.generator(device)
     stats = GenerationStats()
     verify_fn: Verifier = verifier
+    history = AcceptanceHistory()
+    cost = runner.step_cost if adaptive else {}
 
-    t_start = _now(device)
+    t_start = now(device)
     max_len = min(runner.max_context, n_prompt + stop.max_new_tokens + k)
     runner.reset(max_len)
     hidden_keys = drafter.hidden_layers
     pre = runner.forward(ids[:-1], n_logits=0, hidden=hidden_keys) if n_prompt > 1 else None
     drafter.start(ids, pre.hidden if pre else {}, max_len)
-    stats.prefill_s = _now(device) - t_start
+    stats.prefill_s = now(device) - t_start
 
     tokens = ids
     new: list[int] = []
@@ -120,17 +119,20 @@ def speculative_generate(
             finish = "context" if len(new) < stop.max_new_tokens else "length"
             break
         k_round = min(k, room - 1)
-        t0 = _now(device)
+        t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
-        draft_tokens = draft.tokens[:k_round].to(device)
-        draft_probs = draft.probs[:k_round] if draft.probs is not None else None
-        t1 = _now(device)
+        k_use = min(k_round, len(draft.tokens))
+        if cost and k_use:  # explore the full draft every 8th round so estimates keep updating
+            k_use = k_use if stats.rounds % 8 == 7 else best_length(k_use, cost, history)
+        draft_tokens = draft.tokens[:k_use].to(device)
+        draft_probs = draft.probs[:k_use] if draft.probs is not None else None
+        t1 = now(device)
         out = runner.forward(
             torch.cat([tokens[-1:], draft_tokens]), n_logits=len(draft_tokens) + 1, hidden=hidden_keys
         )
         n_acc, bonus = verify_fn(out.logits, draft_tokens, draft_probs, params, rng)
         runner.rollback(n_ctx + n_acc)
-        t2 = _now(device)
+        t2 = now(device)
         stats.draft_s += t1 - t0
         stats.verify_s += t2 - t1
 
@@ -138,6 +140,7 @@ def speculative_generate(
         eos_at = next((i for i, t in enumerate(round_tokens) if t in stop.eos_ids), None)
         produced = len(round_tokens) if eos_at is None else eos_at + 1
         stats.record_round(len(draft_tokens), n_acc, produced)
+        history.update(len(draft_tokens), n_acc)
         if eos_at is not None:
             round_tokens = round_tokens[:eos_at]
             finish = "eos"
@@ -155,5 +158,5 @@ def speculative_generate(
             break
         drafter.accept(tokens, n_acc + 1, {key: h[: n_acc + 1] for key, h in out.hidden.items()})
     stats.new_tokens = len(new)
-    stats.total_s = _now(device) - t_start
+    stats.total_s = now(device) - t_start
     return GenerationResult(new, finish, stats)

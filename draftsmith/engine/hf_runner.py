@@ -62,8 +62,6 @@ class HFRunner(ModelRunner):
         if want_hidden:
             states = out.hidden_states
             for key in hidden:
-                if key == FINAL:
-                    result[FINAL] = self.model.model.norm(states[-1][0])
-                else:
-                    result[key] = states[key][0]
+                # transformers returns the final-normed state as the last entry
+                result[key] = states[-1 if key == FINAL else key][0]
         return RunnerOutput(out.logits[0] if n_logits else None, result)

@@ -9,10 +9,16 @@ Anything it does not recognise falls back to `HFRunner` (see `runners.make_runne
 
 from __future__ import annotations
 
+import hashlib
+import json
+import platform
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F
 
-from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput
+from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput, now
+from draftsmith.paths import data_dir
 
 SUPPORTED = {"llama", "mistral", "qwen2", "qwen3"}
 STATIC_ROPE = {"default", "llama3", "linear", "yarn"}
@@ -33,33 +39,52 @@ def supports(model: torch.nn.Module) -> bool:
     return not getattr(cfg, "mlp_bias", False)
 
 
-def _fuse(modules: list[torch.nn.Module]) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Fuse Linear weights into one [in, out] matrix; re-point the modules at views of it.
+class Fused:
+    """Several Linear layers fused into one matmul, kept in one or two memory layouts.
 
-    The [in, out] layout is deliberate: on CPU, x @ W for a few rows runs about twice as fast as
-    F.linear(x, W) with W stored [out, in] (MKL picks a better kernel), and few rows is exactly
-    the shape of decode and verify steps. The HF modules keep working on transposed views.
+    On CPU, x @ W with W stored [in, out] runs a few-row matmul (decode, short verify) about twice
+    as fast as F.linear with W stored [out, in], while from ~5 rows on, the [out, in] GEMM is faster
+    (MKL picks different kernels; numbers in docs/BENCHMARKS.md). `dual` keeps both layouts (2x
+    weight memory) so each step can use the faster one. The HF modules are re-pointed at views of
+    the fused tensors, so the HF model keeps working without a third copy.
     """
-    weight = torch.cat([m.weight.detach() for m in modules]).t().contiguous()
-    has_bias = all(getattr(m, "bias", None) is not None for m in modules)
-    bias = torch.cat([m.bias.detach() for m in modules]).contiguous() if has_bias else None
-    start = 0
-    for m in modules:
-        rows = m.weight.shape[0]
-        m.weight = torch.nn.Parameter(weight[:, start : start + rows].t(), requires_grad=False)
-        if has_bias:
-            m.bias = torch.nn.Parameter(bias[start : start + rows], requires_grad=False)
-        start += rows
-    return weight, bias
+
+    def __init__(self, modules: list[torch.nn.Module], dual: bool) -> None:
+        w = torch.cat([m.weight.detach() for m in modules]).contiguous()
+        has_bias = all(getattr(m, "bias", None) is not None for m in modules)
+        self.b = torch.cat([m.bias.detach() for m in modules]).contiguous() if has_bias else None
+        self.w_t = w.t().contiguous()
+        self.w = w if dual else None
+        start = 0
+        for m in modules:
+            rows = m.weight.shape[0]
+            view = w[start : start + rows] if dual else self.w_t[:, start : start + rows].t()
+            m.weight = torch.nn.Parameter(view, requires_grad=False)
+            if has_bias:
+                m.bias = torch.nn.Parameter(self.b[start : start + rows], requires_grad=False)
+            start += rows
+
+    def __call__(self, x: torch.Tensor, row_major: bool = False) -> torch.Tensor:
+        if row_major and self.w is not None:
+            return F.linear(x, self.w, self.b)
+        y = x @ self.w_t
+        return y if self.b is None else y + self.b
 
 
-def _mm(x: torch.Tensor, w_t: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-    y = x @ w_t
-    return y if b is None else y + b
+PAD_SLACK = 16
+"""Extra cache rows so a step may be padded up to a faster matmul shape."""
 
 
 class LeanLlamaRunner(ModelRunner):
-    def __init__(self, model: torch.nn.Module) -> None:
+    """Lean batch-1 forward. `plan[n] = (rows, row_major)`: how an n-token step is executed.
+
+    Padding a step with copies of its last token never changes the real rows (attention is causal
+    and the padded K/V lie beyond the cache length), so a plan only changes speed. `calibrate`
+    measures the step time for each shape on this machine and picks the fastest plan per n; the
+    measured table is also what a hardware-aware drafter or the planner can read (`step_cost`).
+    """
+
+    def __init__(self, model: torch.nn.Module, dual: bool | None = None) -> None:
         super().__init__(model)
         base = model.model
         first = base.layers[0].self_attn
@@ -67,45 +92,45 @@ class LeanLlamaRunner(ModelRunner):
         self.n_kv = int(self.config.num_key_value_heads)
         self.head_dim = int(first.head_dim)
         self.eps = float(self.config.rms_norm_eps)
+        device = base.embed_tokens.weight.device
+        if dual is None:  # both layouts pay off on CPU; keep memory flat for big models and GPUs
+            n_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+            dual = device.type == "cpu" and n_bytes <= 4 * 2**30
+        self.dual = dual
         self.embed = base.embed_tokens
         self.norm_w = base.norm.weight
         head = model.get_output_embeddings()
         tied = head.weight is self.embed.weight
-        self.lm_head, _ = _fuse([head])
+        self.lm_head = Fused([head], dual)
         if tied:
             self.embed.weight = head.weight
         self.rotary = base.rotary_emb
         self.layers = []
         for layer in base.layers:
             a, mlp = layer.self_attn, layer.mlp
-            qkv_w, qkv_b = _fuse([a.q_proj, a.k_proj, a.v_proj])
-            gu_w, _ = _fuse([mlp.gate_proj, mlp.up_proj])
-            o_w, o_b = _fuse([a.o_proj])
-            down_w, down_b = _fuse([mlp.down_proj])
             self.layers.append(
                 dict(
                     ln1=layer.input_layernorm.weight,
-                    qkv_w=qkv_w,
-                    qkv_b=qkv_b,
+                    qkv=Fused([a.q_proj, a.k_proj, a.v_proj], dual),
                     q_norm=getattr(a, "q_norm", None),
                     k_norm=getattr(a, "k_norm", None),
-                    o=o_w,
-                    o_b=o_b,
+                    o=Fused([a.o_proj], dual),
                     ln2=layer.post_attention_layernorm.weight,
-                    gu=gu_w,
-                    down=down_w,
-                    down_b=down_b,
+                    gate_up=Fused([mlp.gate_proj, mlp.up_proj], dual),
+                    down=Fused([mlp.down_proj], dual),
                 )
             )
+        self.plan: dict[int, tuple[int, bool]] = {}
+        self.step_cost: dict[int, float] = {}
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
 
     def _allocate(self, capacity: int) -> None:
-        p = self.lm_head
-        shape = (len(self.layers), 1, self.n_kv, capacity, self.head_dim)
+        p = self.lm_head.w_t
+        shape = (len(self.layers), 1, self.n_kv, capacity + PAD_SLACK, self.head_dim)
         self.k_cache = torch.empty(shape, dtype=p.dtype, device=p.device)
         self.v_cache = torch.empty(shape, dtype=p.dtype, device=p.device)
-        pos = torch.arange(capacity, device=p.device)[None]
+        pos = torch.arange(capacity + PAD_SLACK, device=p.device)[None]
         dummy = torch.empty(1, dtype=torch.float32, device=p.device)
         cos, sin = self.rotary(dummy, pos)
         self.cos, self.sin = cos[0].to(p.dtype), sin[0].to(p.dtype)
@@ -119,6 +144,10 @@ class LeanLlamaRunner(ModelRunner):
         return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
+        n_real = ids.shape[1]
+        rows, row_major = self.plan.get(n_real, (n_real, False))
+        if rows > n_real:
+            ids = torch.cat([ids, ids[:, -1:].expand(1, rows - n_real)], dim=1)
         n, start = ids.shape[1], self.length
         end = start + n
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
@@ -128,9 +157,9 @@ class LeanLlamaRunner(ModelRunner):
         x = self.embed(ids)
         out: dict[HiddenKey, torch.Tensor] = {}
         if 0 in hidden:
-            out[0] = x[0]
+            out[0] = x[0, :n_real]
         for i, w in enumerate(self.layers):
-            h = _mm(self._rms(x, w["ln1"]), w["qkv_w"], w["qkv_b"])
+            h = w["qkv"](self._rms(x, w["ln1"]), row_major)
             q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
             q = q.view(1, n, nh, hd)
             k = k.view(1, n, nkv, hd)
@@ -141,19 +170,87 @@ class LeanLlamaRunner(ModelRunner):
             self.k_cache[i, :, :, start:end] = k
             self.v_cache[i, :, :, start:end] = v.view(1, n, nkv, hd).transpose(1, 2)
             att = F.scaled_dot_product_attention(
-                q, self.k_cache[i, :, :, :end], self.v_cache[i, :, :, :end], attn_mask=mask,
+                q,
+                self.k_cache[i, :, :, :end],
+                self.v_cache[i, :, :, :end],
+                attn_mask=mask,
                 enable_gqa=nh != nkv,
             )
-            x = x + _mm(att.transpose(1, 2).reshape(1, n, nh * hd), w["o"], w["o_b"])
-            gate, up = _mm(self._rms(x, w["ln2"]), w["gu"]).chunk(2, dim=-1)
-            x = x + _mm(F.silu(gate) * up, w["down"], w["down_b"])
+            x = x + w["o"](att.transpose(1, 2).reshape(1, n, nh * hd), row_major)
+            gate, up = w["gate_up"](self._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
+            x = x + w["down"](F.silu(gate) * up, row_major)
             if i + 1 in hidden:
-                out[i + 1] = x[0]
+                out[i + 1] = x[0, :n_real]
         logits = None
         if n_logits or FINAL in hidden:
-            normed = self._rms(x[0], self.norm_w)
+            normed = self._rms(x[0, :n_real], self.norm_w)
             if FINAL in hidden:
                 out[FINAL] = normed
             if n_logits:
-                logits = _mm(normed[n - n_logits :], self.lm_head)
+                logits = self.lm_head(normed[n_real - n_logits :], row_major and n_logits > 2)
         return RunnerOutput(logits, out)
+
+    @torch.inference_mode()
+    def calibrate(self, max_rows: int = 16, context: int = 128, repeats: int = 3) -> dict[int, float]:
+        """Time one step of each shape; set the fastest plan per n; return seconds per n-token step."""
+        layouts = (False, True) if self.dual else (False,)
+        self.reset(max(self.capacity, context + max_rows))
+        self.forward(torch.zeros(context, dtype=torch.long), n_logits=0)
+        times: dict[tuple[int, bool], float] = {}
+        for rows in range(1, max_rows + 1):
+            for row_major in layouts:
+                self.plan = {rows: (rows, row_major)}
+                samples = []
+                for _ in range(repeats):
+                    t0 = now(self.device)
+                    self.forward(torch.zeros(rows, dtype=torch.long), n_logits=rows)
+                    samples.append(now(self.device) - t0)
+                    self.rollback(context)
+                times[(rows, row_major)] = sorted(samples)[len(samples) // 2]
+        plan, cost = {}, {}
+        for n in range(1, max_rows + 1):
+            best = min((t, shape) for shape, t in times.items() if shape[0] >= n)
+            cost[n], plan[n] = best
+        self.plan, self.step_cost = plan, cost
+        self.length = 0
+        return cost
+
+    def calibrate_cached(self) -> dict[int, float]:
+        """`calibrate` once per model shape, machine and library version; reuse the table after."""
+        key = {
+            "config": {k: v for k, v in self.config.to_dict().items() if "name" not in k},
+            "dtype": str(self.lm_head.w_t.dtype),
+            "device": str(self.device),
+            "dual": self.dual,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "cpu": cpu_name(),
+        }
+        digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
+        path = data_dir() / "calibration" / f"{digest}.json"
+        try:
+            saved = json.loads(path.read_text())
+            self.plan = {int(n): (int(r), bool(m)) for n, (r, m) in saved["plan"].items()}
+            self.step_cost = {int(n): float(t) for n, t in saved["cost"].items()}
+            return self.step_cost
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        cost = self.calibrate()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"key": key, "plan": self.plan, "cost": cost}, default=str))
+            tmp.replace(path)
+        except OSError:
+            pass
+        return cost
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

@@ -8,6 +8,7 @@ when a drafter asks for them (trained drafters condition on them).
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
@@ -25,11 +26,19 @@ class RunnerOutput:
     hidden: dict[HiddenKey, torch.Tensor] = field(default_factory=dict)  # key -> [n, H]
 
 
+def now(device: torch.device) -> float:
+    """Wall clock that waits for queued GPU work, so step timings are real."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 class ModelRunner(ABC):
     """Batch-1 forward over a preallocated, length-addressed KV cache.
 
     Hidden-state keys follow Hugging Face's `hidden_states` convention: 0 is the embedding
-    output and i (1..L) the output of decoder layer i; `FINAL` is the final-norm state.
+    output and i (1..L-1) the output of decoder layer i; `FINAL` is the final-norm state (which
+    is what transformers returns at index L).
     """
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -37,6 +46,7 @@ class ModelRunner(ABC):
         self.config = model.config
         self.length = 0
         self.capacity = 0
+        self.step_cost: dict[int, float] = {}  # seconds per n-token step, when measured
 
     @property
     def device(self) -> torch.device:
@@ -72,11 +82,18 @@ class ModelRunner(ABC):
     ) -> RunnerOutput:
         """Append ids [n] at the current length; return logits of the last n_logits positions."""
         n = int(ids.shape[-1])
+        bad = [h for h in hidden if h != FINAL and not (isinstance(h, int) and 0 <= h < self.num_layers)]
+        if bad:
+            raise ValueError(f"hidden-state keys must be 0..{self.num_layers - 1} or {FINAL!r}, got {bad}")
         if self.length + n > self.capacity:
             raise ValueError(f"KV cache overflow: {self.length} + {n} > {self.capacity}")
         out = self._forward(ids.reshape(1, n).to(self.device), n_logits, hidden)
         self.length += n
         return out
+
+    def calibrate_cached(self) -> dict[int, float]:
+        """Measured seconds per n-token step, when the backend can tune itself (else empty)."""
+        return {}
 
     @abstractmethod
     def _allocate(self, capacity: int) -> None: ...

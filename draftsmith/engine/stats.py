@@ -66,9 +66,10 @@ class GenerationStats:
         line = f"{self.new_tokens} tokens in {self.total_s:.2f}s ({self.tokens_per_s:.1f} tok/s)"
         if self.drafted:
             busy = self.draft_s + self.verify_s or 1.0
+            draft_pct, verify_pct = 100 * self.draft_s / busy, 100 * self.verify_s / busy
             line += (
                 f", tau {self.tau:.2f} over {self.rounds} rounds, accepted {self.accepted}/{self.drafted}"
-                f" drafted, time draft {100 * self.draft_s / busy:.0f}% / verify {100 * self.verify_s / busy:.0f}%"
+                f" drafted, time draft {draft_pct:.0f}% / verify {verify_pct:.0f}%"
             )
         return line
 

@@ -23,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from draftsmith.errors import DraftsmithError
+from draftsmith.paths import data_dir
 
-DATA_DIR = Path(os.environ.get("DRAFTSMITH_DATA", Path.home() / ".cache" / "draftsmith"))
+DATA_DIR = data_dir()
 """Cache directory for suite data that cannot ship offline (override with ``$DRAFTSMITH_DATA``)."""
 
 ALPACA_FILE = "alpaca_eval_outputs.json"

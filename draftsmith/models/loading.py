@@ -16,13 +16,10 @@ import torch
 from safetensors.torch import save_model
 
 from draftsmith.errors import DraftsmithError
+from draftsmith.paths import data_dir
 
 DEFAULT_TARGET = "smollm2"
 DEFAULT_ALIASES = {None, "", "default", "smollm2", "smollm2-135m-instruct"}
-
-
-def data_dir() -> Path:
-    return Path(os.environ.get("DRAFTSMITH_DATA", Path.home() / ".cache" / "draftsmith"))
 
 
 def default_target_file() -> Path:
@@ -54,8 +51,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     """fp32 on CPU (bf16 matmuls have no CPU instructions here and ruin multi-token verify)."""
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
-    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
-             "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
+    table = {
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+    }
     if dtype not in table:
         raise DraftsmithError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(table)}")
     return table[dtype]

@@ -17,18 +17,32 @@ from draftsmith.models.loading import load_model_and_tokenizer
 class Target:
     """The model whose output speculative decoding must reproduce exactly."""
 
-    def __init__(self, model: torch.nn.Module, tokenizer, name: str = "custom", backend: str = "auto"):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        name: str = "custom",
+        backend: str = "auto",
+        calibrate: bool = False,
+    ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
         self.runner: ModelRunner = make_runner(model, backend)
+        if calibrate:  # pick the fastest step shapes on this machine (cached on disk after the first run)
+            self.runner.calibrate_cached()
 
     @classmethod
     def load(
-        cls, source: str | None = None, dtype: str = "auto", device: str = "auto", backend: str = "auto"
+        cls,
+        source: str | None = None,
+        dtype: str = "auto",
+        device: str = "auto",
+        backend: str = "auto",
+        calibrate: bool = True,
     ) -> Target:
         model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device)
-        return cls(model, tok, name, backend)
+        return cls(model, tok, name, backend, calibrate)
 
     @property
     def device(self) -> torch.device:

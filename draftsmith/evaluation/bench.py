@@ -1,0 +1,247 @@
+"""The benchmark: every method on the same prompts, interleaved, repeated, summarised with medians.
+
+Method order rotates per prompt and repeat so that slow drift (thermal, other processes) hits
+every method alike. Speedup is plain time / method time over the same prompts within one repeat,
+then the median over repeats. tau and per-position acceptance are pooled over all rounds.
+Greedy losslessness is checked per prompt against the plain run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from draftsmith.drafters.registry import METHODS, build_drafter
+from draftsmith.engine.decode import speculative_generate
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.engine.stats import GenerationStats
+from draftsmith.errors import DraftsmithError
+from draftsmith.evaluation.peers import PEERS, HFPeer
+from draftsmith.evaluation.suites import Prompt
+from draftsmith.models.target import Target
+
+BASELINE = "plain"
+
+
+@dataclass
+class RunRecord:
+    suite: str
+    prompt_id: str
+    method: str
+    repeat: int
+    tokens: list[int]
+    seconds: float
+    stats: GenerationStats | None = None
+
+
+@dataclass
+class MethodSummary:
+    suite: str
+    method: str
+    prompts: int
+    new_tokens: int
+    tau: float | None
+    acceptance_by_position: list[float]
+    tok_s_median: float
+    tok_s_min: float
+    tok_s_max: float
+    speedup_median: float | None
+    identical: int | None  # prompts whose greedy output equals plain's (None when sampling)
+
+
+@dataclass
+class BenchResult:
+    config: dict
+    machine: dict
+    summaries: list[MethodSummary] = field(default_factory=list)
+    records: list[RunRecord] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        def record(r: RunRecord) -> dict:
+            d = asdict(r)
+            d["stats"] = r.stats.to_dict() if r.stats else None
+            return d
+
+        return {
+            "config": self.config,
+            "machine": self.machine,
+            "summaries": [asdict(s) for s in self.summaries],
+            "records": [record(r) for r in self.records],
+        }
+
+
+def machine_info(target: Target) -> dict:
+    dev = target.device
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_threads": torch.get_num_threads(),
+        "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
+        "backend": type(target.runner).__name__,
+    }
+
+
+def validate_methods(methods: list[str]) -> list[str]:
+    known = list(METHODS) + list(PEERS)
+    bad = [m for m in methods if m not in known]
+    if bad:
+        raise DraftsmithError(f"unknown method(s) {', '.join(bad)}; choose from: {', '.join(known)}")
+    if not methods:
+        raise DraftsmithError("no methods given")
+    # the baseline runs first in the list and is always present: speedups and losslessness need it
+    return [BASELINE] + [m for m in dict.fromkeys(methods) if m != BASELINE]
+
+
+def run_bench(
+    target: Target,
+    prompts: dict[str, list[Prompt]],
+    methods: list[str],
+    *,
+    repeats: int = 3,
+    max_new_tokens: int = 128,
+    params: SamplingParams | None = None,
+    k: int | None = None,
+    drafter_options: dict | None = None,
+    source: str | None = None,
+    progress: bool = True,
+) -> BenchResult:
+    """Run every method on every prompt `repeats` times, interleaved; summarise per suite."""
+    if repeats < 1:
+        raise DraftsmithError(f"repeats must be >= 1, got {repeats}")
+    params = params or SamplingParams()
+    methods = validate_methods(methods)
+    drafter_options = drafter_options or {}
+    runners: dict[str, Callable[[list[int], int], tuple[list[int], float, GenerationStats | None]]] = {}
+    for name in methods:
+        if name in METHODS:
+            drafter = build_drafter(name, target, k=k, **drafter_options)
+
+            def ours(ids, rep, drafter=drafter):
+                p = (
+                    params
+                    if params.seed is None
+                    else SamplingParams(**{**asdict(params), "seed": params.seed + rep})
+                )
+                res = speculative_generate(
+                    target.runner, drafter, ids, target.stop_rule(max_new_tokens), p, k=k
+                )
+                return res.tokens, res.stats.total_s, res.stats
+
+            runners[name] = ours
+    peer_names = [m for m in methods if m in PEERS]
+    if peer_names:
+        for name, peer in HFPeer.load(peer_names, target, source).items():
+            runners[name] = lambda ids, rep, peer=peer: (*peer.run(ids, max_new_tokens, params), None)
+
+    encoded = {s: [(p, target.encode(p.text, chat=p.chat)) for p in ps] for s, ps in prompts.items()}
+    total = sum(len(v) for v in encoded.values()) * repeats * len(methods)
+    result = BenchResult(
+        config={
+            "methods": methods,
+            "suites": list(prompts),
+            "repeats": repeats,
+            "max_new_tokens": max_new_tokens,
+            "sampling": asdict(params),
+            "k": k,
+            "drafter_options": {k_: str(v) for k_, v in drafter_options.items()},
+            "target": target.name,
+        },
+        machine=machine_info(target),
+    )
+    bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
+    for rep in range(repeats):
+        for suite, items in encoded.items():
+            for i, (prompt, ids) in enumerate(items):
+                shift = (rep + i) % len(methods)
+                for name in methods[shift:] + methods[:shift]:
+                    bar.set_postfix_str(f"{suite} {name}")
+                    tokens, seconds, stats = runners[name](ids, rep)
+                    result.records.append(RunRecord(suite, prompt.id, name, rep, tokens, seconds, stats))
+                    bar.update()
+    bar.close()
+    result.summaries = summarise(result.records, methods, list(prompts), repeats, params.greedy)
+    return result
+
+
+def summarise(
+    records: list[RunRecord], methods: list[str], suites: list[str], repeats: int, greedy: bool
+) -> list[MethodSummary]:
+    out = []
+    for suite in suites + (["all"] if len(suites) > 1 else []):
+        rows = [r for r in records if suite in ("all", r.suite)]
+        by = {(r.method, r.repeat, r.suite, r.prompt_id): r for r in rows}
+        for name in methods:
+            mine = [r for r in rows if r.method == name]
+            tok_s, speed = [], []
+            for rep in range(repeats):
+                reps = [r for r in mine if r.repeat == rep]
+                secs = sum(r.seconds for r in reps)
+                base = sum(by[(BASELINE, rep, r.suite, r.prompt_id)].seconds for r in reps)
+                tok_s.append(sum(len(r.tokens) for r in reps) / secs if secs else 0.0)
+                speed.append(base / secs if secs else 0.0)
+            pooled = GenerationStats()
+            for r in mine:
+                if r.stats:
+                    pooled.merge(r.stats)
+            first = [r for r in mine if r.repeat == 0]
+            identical = None
+            if greedy:
+                identical = sum(r.tokens == by[(BASELINE, 0, r.suite, r.prompt_id)].tokens for r in first)
+            out.append(
+                MethodSummary(
+                    suite=suite,
+                    method=name,
+                    prompts=len(first),
+                    new_tokens=sum(len(r.tokens) for r in first),
+                    tau=round(pooled.tau, 3) if pooled.rounds and name != BASELINE else None,
+                    acceptance_by_position=[round(a, 3) for a in pooled.acceptance_by_position],
+                    tok_s_median=round(statistics.median(tok_s), 2),
+                    tok_s_min=round(min(tok_s), 2),
+                    tok_s_max=round(max(tok_s), 2),
+                    speedup_median=None if name == BASELINE else round(statistics.median(speed), 3),
+                    identical=identical,
+                )
+            )
+    return out
+
+
+def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
+    """The table docs/BENCHMARKS.md shows."""
+    head = [
+        "suite",
+        "method",
+        "tau",
+        *[f"acc@{i + 1}" for i in range(positions)],
+        "tok/s median (min-max)",
+        "speedup vs plain",
+        "identical to plain",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in summaries:
+        acc = [f"{a:.2f}" for a in s.acceptance_by_position[:positions]]
+        acc += ["-"] * (positions - len(acc))
+        same = (
+            "-"
+            if s.identical is None
+            else ("yes" if s.identical == s.prompts else f"NO ({s.identical}/{s.prompts})")
+        )
+        cells = [
+            s.suite,
+            s.method,
+            "-" if s.tau is None else f"{s.tau:.2f}",
+            *acc,
+            f"{s.tok_s_median:.1f} ({s.tok_s_min:.1f}-{s.tok_s_max:.1f})",
+            "1.00x" if s.speedup_median is None else f"{s.speedup_median:.2f}x",
+            same,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

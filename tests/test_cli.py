@@ -1,0 +1,78 @@
+"""The command line: real runs on the default target, and one clear line for every bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from draftsmith.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["generate", "  "], "prompt is empty"),
+        (["generate", "hi", "--method", "medusa"], "unknown method"),
+        (["generate", "hi", "--temperature", "-0.5"], "temperature"),
+        (["generate", "hi", "--top-p", "1.5"], "top_p"),
+        (["generate", "hi", "--top-k", "-2"], "top_k"),
+        (["generate", "hi", "--target", "/no/such/model"], "not found"),
+        (["generate", "hi", "--target", "missing.gguf"], "not found"),
+        (["bench", "--methods", "plain,warp"], "unknown method"),
+        (["bench", "--suite", "nosuchsuite"], "unknown suite"),
+        (["bench", "--suite", "humaneval", "--limit", "0"], "limit"),
+        (["bench", "--suite", "/tmp/none.jsonl"], "not found"),
+    ],
+)
+def test_bad_inputs_print_one_clear_error(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert code == 2
+    assert err.startswith("error: ") and message in err.lower()
+    assert "Traceback" not in err
+
+
+def test_bad_number_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["generate", "hi", "--max-new-tokens", "many"])
+    assert e.value.code == 2
+
+
+def test_generate_prints_answer_and_stats(capsys):
+    code, out, err = run(capsys, "generate", "What is 2+2?", "--max-new-tokens", "12", "--method", "ngram")
+    assert code == 0 and out.strip()
+    assert "[ngram]" in err and "tok/s" in err and "finish:" in err
+
+
+def test_bench_writes_json_with_losslessness(capsys, tmp_path):
+    suite = tmp_path / "mini.jsonl"
+    suite.write_text(json.dumps({"prompt": "List the numbers from one to ten in words."}) + "\n")
+    out_file = tmp_path / "r.json"
+    code, out, _ = run(
+        capsys,
+        "bench",
+        "--methods",
+        "ngram,hf-plain",
+        "--suite",
+        str(suite),
+        "--limit",
+        "1",
+        "--repeats",
+        "2",
+        "--max-new-tokens",
+        "16",
+        "--out",
+        str(out_file),
+    )
+    assert code == 0 and "| mini | ngram |" in out
+    data = json.loads(out_file.read_text())
+    rows = {s["method"]: s for s in data["summaries"]}
+    assert set(rows) == {"plain", "ngram", "hf-plain"}
+    assert rows["ngram"]["identical"] == 1 and rows["hf-plain"]["identical"] == 1
+    assert rows["ngram"]["speedup_median"] > 0 and len(data["records"]) == 6

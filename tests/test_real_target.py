@@ -1,0 +1,100 @@
+"""The real default target (SmolLM2-135M-Instruct): losslessness, API, and bad-input handling."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import tiny_model
+
+from draftsmith import DraftsmithError, build_drafter, generate
+from draftsmith.models.loading import load_model_and_tokenizer
+
+PROMPTS = [
+    "Write a python function that returns the n-th Fibonacci number.",
+    "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+    "How many clips did Natalia sell altogether in April and May?",
+    "Repeat this list exactly: apples, pears, plums, apples, pears, plums.",
+]
+
+
+def hf_greedy(target, ids, n):
+    with torch.inference_mode():
+        out = target.model.generate(
+            torch.tensor([ids]),
+            max_new_tokens=n,
+            do_sample=False,
+            eos_token_id=sorted(target.eos_ids),
+            pad_token_id=0,
+        )
+    new = out[0, len(ids) :].tolist()
+    return new[: next((i for i, t in enumerate(new) if t in target.eos_ids), len(new))]
+
+
+@pytest.mark.parametrize("method", ["plain", "ngram"])
+def test_greedy_matches_transformers_generate(smollm, method):
+    for text in PROMPTS:
+        ids = smollm.encode(text)
+        out = generate(smollm, ids, method, max_new_tokens=48)
+        assert out.tokens == hf_greedy(smollm, ids, 48), (method, text)
+
+
+def test_sampling_is_reproducible_with_a_seed_and_uses_stop_strings(smollm):
+    a = generate(smollm, PROMPTS[0], "ngram", max_new_tokens=24, temperature=0.8, top_p=0.9, seed=7)
+    b = generate(smollm, PROMPTS[0], "ngram", max_new_tokens=24, temperature=0.8, top_p=0.9, seed=7)
+    assert a.tokens == b.tokens and a.text
+    plain = generate(smollm, PROMPTS[0], "plain", max_new_tokens=40)
+    stop = plain.text[10:14]
+    cut = generate(smollm, PROMPTS[0], "ngram", max_new_tokens=40, stop=(stop,))
+    assert cut.finish_reason == "stop" and stop in cut.text
+    assert plain.text.startswith(cut.text)
+
+
+def test_streaming_yields_the_same_text(smollm):
+    pieces: list[str] = []
+    out = generate(smollm, PROMPTS[2], "ngram", max_new_tokens=32, on_text=pieces.append)
+    assert "".join(pieces) == out.text
+
+
+def test_prompt_longer_than_context_is_a_clear_error(smollm):
+    with pytest.raises(DraftsmithError, match="context"):
+        generate(smollm, [5] * 9000, "plain", max_new_tokens=4)
+
+
+def _save_tiny(tmp_path, tokenizer, vocab):
+    model = tiny_model("llama", vocab=vocab, layers=1, hidden=32)
+    model.config.max_position_embeddings = 8192
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_draft_model_with_same_tokenizer_is_lossless(smollm, tmp_path):
+    path = _save_tiny(tmp_path, smollm.tokenizer, 49152)
+    drafter = build_drafter("draft-model", smollm, draft_model=str(path), k=3)
+    ids = smollm.encode(PROMPTS[1])
+    assert generate(smollm, ids, drafter, max_new_tokens=24).tokens == hf_greedy(smollm, ids, 24)
+
+
+def test_draft_model_with_other_tokenizer_is_refused(smollm, tmp_path):
+    tok = load_model_and_tokenizer(None)[1]
+    tok.add_tokens(["<extra_token_for_test>"])
+    path = _save_tiny(tmp_path, tok, 49153)
+    with pytest.raises(DraftsmithError, match="tokenizer"):
+        build_drafter("draft-model", smollm, draft_model=str(path))
+
+
+def test_missing_and_corrupt_models_are_clear_errors(tmp_path, smollm):
+    with pytest.raises(DraftsmithError, match="not found"):
+        load_model_and_tokenizer(str(tmp_path / "nope"))
+    with pytest.raises(DraftsmithError, match="not found"):
+        load_model_and_tokenizer(str(tmp_path / "nope.gguf"))
+    with pytest.raises(DraftsmithError, match="not a model directory"):
+        load_model_and_tokenizer(str(tmp_path))
+    bad = _save_tiny(tmp_path / "bad", smollm.tokenizer, 49152)
+    (bad / "model.safetensors").write_bytes(b"this is not a safetensors file")
+    with pytest.raises(DraftsmithError, match="could not load"):
+        load_model_and_tokenizer(str(bad))
+    with pytest.raises(DraftsmithError, match="draft-model"):
+        build_drafter("draft-model", smollm)
+    with pytest.raises(DraftsmithError, match="unknown method"):
+        build_drafter("eagle9", smollm)
