@@ -165,6 +165,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from draftsmith.models.target import Target
+
+    target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False)
+    cost = target.runner.calibrate_cached(force=args.force)
+    if not cost:
+        print(f"backend {type(target.runner).__name__} has no tunable step shapes")
+        return 0
+    plan = getattr(target.runner, "plan", {})
+    print("| tokens per step | ms per step | x one-token step | executed as (rows, layout) |")
+    print("|---|---|---|---|")
+    for n, t in cost.items():
+        rows, row_major = plan.get(n, (n, False))
+        layout = "[out,in]" if row_major else "[in,out]"
+        print(f"| {n} | {1000 * t:.1f} | {t / cost[1]:.2f} | {rows}, {layout} |")
+    return 0
+
+
 def cmd_methods(args: argparse.Namespace) -> int:
     from draftsmith.drafters.registry import METHODS
     from draftsmith.evaluation.peers import PEERS
@@ -220,6 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-model", default=None)
     _add_target_args(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("calibrate", help="time the target's step shapes on this machine and print the table")
+    p.add_argument("--force", action="store_true", help="measure again instead of reusing the cached table")
+    _add_target_args(p)
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("methods", help="list the registered decoding methods")
     p.set_defaults(func=cmd_methods)

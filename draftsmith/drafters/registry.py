@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from draftsmith.drafters.base import Drafter
+from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.draft_model import DraftModelDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
@@ -12,6 +13,8 @@ METHODS: dict[str, type[Drafter]] = {
     "plain": PlainDrafter,
     "ngram": NgramDrafter,
     "draft-model": DraftModelDrafter,
+    "dflash": DFlashDrafter,
+    "dspark": DSparkDrafter,
 }
 
 

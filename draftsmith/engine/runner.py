@@ -91,7 +91,7 @@ class ModelRunner(ABC):
         self.length += n
         return out
 
-    def calibrate_cached(self) -> dict[int, float]:
+    def calibrate_cached(self, force: bool = False) -> dict[int, float]:
         """Measured seconds per n-token step, when the backend can tune itself (else empty)."""
         return {}
 

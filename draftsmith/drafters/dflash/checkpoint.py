@@ -1,0 +1,73 @@
+"""Save and load drafters as `config.json` + `model.safetensors`, tied to the target they serve."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from draftsmith.drafters.dflash.config import DFlashConfig
+from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.errors import DraftsmithError
+
+
+def target_fingerprint(target) -> str:
+    """Vocabulary + the architecture facts a drafter depends on (width, depth, vocab size)."""
+    cfg = target.model.config
+    arch = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, target.runner.vocab_size]
+    return hashlib.sha1(json.dumps([target.vocab_fingerprint(), arch]).encode()).hexdigest()[:16]
+
+
+def save_drafter(model: DFlashModel, directory: str | Path) -> Path:
+    """Atomic: written to a temporary sibling, then renamed, so a crash never leaves half a checkpoint."""
+    out = Path(directory)
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.cfg.save(tmp)
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    old = out.with_name(out.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+    return out
+
+
+def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None = None) -> DFlashModel:
+    """Load a drafter; with `target`, refuse one trained for another target and attach its weights."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise DraftsmithError(f"drafter directory not found: {directory}")
+    cfg = DFlashConfig.load(path)
+    if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
+        raise DraftsmithError(
+            f"drafter {directory} was trained for target {cfg.target_name!r} "
+            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
+        )
+    model = DFlashModel(cfg)
+    try:
+        state = load_file(str(path / "model.safetensors"))
+    except Exception as e:  # safetensors raises its own error type for a corrupt file
+        raise DraftsmithError(f"could not read {path / 'model.safetensors'}: {e}") from e
+    if "d2t" in state:  # a reduced vocabulary changes the buffer's size
+        model.d2t = torch.empty_like(state["d2t"])
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
+    if target is not None:
+        p = next(target.model.parameters())
+        model.to(device=p.device, dtype=dtype or p.dtype)
+        model.d2t = model.d2t.to(p.device)
+        model.attach_target(
+            target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+        )
+    model.eval().requires_grad_(False)
+    return model

@@ -1,0 +1,82 @@
+"""Configuration of a DFlash / DSpark drafter, saved as config.json next to model.safetensors.
+
+The config records which target it was trained for (name + a fingerprint of the vocabulary and
+architecture): a drafter conditions on that target's hidden states, so loading it against another
+target is refused instead of silently giving tau ~ 1.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from draftsmith.errors import DraftsmithError
+
+FORMAT = "draftsmith-dflash/1"
+
+
+def default_target_layers(num_layers: int, n: int = 5) -> list[int]:
+    """n layers evenly spaced from 1 to L-3 (DeepSpec: [1, 9, 17, 25, 33] for 36 layers)."""
+    lo, hi = 1, max(1, num_layers - 3)
+    if n == 1:
+        return [hi]
+    return sorted({round(lo + i * (hi - lo) / (n - 1)) for i in range(n)})
+
+
+@dataclass
+class DFlashConfig:
+    """Architecture of the block drafter. markov_rank > 0 and confidence make it DSpark."""
+
+    hidden_size: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    target_layers: list[int]
+    mask_token_id: int
+    target_vocab_size: int
+    num_layers: int = 1
+    block_size: int = 7
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    draft_vocab_size: int | None = None  # None: the full target vocabulary
+    markov_rank: int = 0  # DSpark: low-rank previous-token bias W2 W1[x_(k-1)]
+    confidence: bool = False  # DSpark: per-slot acceptance predictor
+    gamma: float = 4.0  # position-decay of the loss weights, w_k = exp(-(k-1)/gamma)
+    method: str = "dflash"
+    target_name: str = ""
+    target_fingerprint: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.block_size < 2:
+            raise DraftsmithError(f"block_size must be >= 2, got {self.block_size}")
+        if not self.target_layers:
+            raise DraftsmithError("a drafter needs at least one target layer")
+        if self.num_heads % self.num_kv_heads:
+            raise DraftsmithError("num_heads must be a multiple of num_kv_heads")
+
+    @property
+    def is_dspark(self) -> bool:
+        return self.markov_rank > 0
+
+    def save(self, directory: str | Path) -> None:
+        path = Path(directory) / "config.json"
+        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> DFlashConfig:
+        path = Path(directory) / "config.json"
+        if not path.is_file():
+            raise DraftsmithError(f"no drafter config at {path}")
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:
+            raise DraftsmithError(f"{path} is not valid JSON: {e}") from e
+        if data.pop("format", None) != FORMAT:
+            raise DraftsmithError(f"{directory} is not a draftsmith DFlash/DSpark drafter (format {FORMAT})")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise DraftsmithError(f"{path} has unexpected fields: {e}") from e

@@ -1,0 +1,155 @@
+"""DFlash block drafter, and the DSpark heads on top of it (REFERENCE.md section 3).
+
+One parallel pass drafts a whole block. Context: hidden states of chosen target layers,
+concatenated, fused by `fc` and an RMSNorm. Each draft layer projects that context with its own
+k/v weights and attends over [context ; block]: the block (anchor token + mask tokens, at their
+real positions) is bidirectional inside and sees only context strictly before its anchor. Slot k
+predicts the token at anchor + k + 1. Embeddings and lm_head are the target's, frozen and not
+saved. DSpark adds a low-rank Markov head (slot k's logits get a bias from the token chosen at
+slot k-1, sampled serially at inference) and a confidence head predicting each slot's acceptance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from draftsmith.drafters.dflash.config import DFlashConfig
+
+
+def rotate(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
+    """Rotary embedding of x [..., n, d] at integer positions pos [..., n] (broadcast over heads)."""
+    d = x.shape[-1]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+    ang = pos.to(torch.float32)[..., None] * inv
+    cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class DraftLayer(nn.Module):
+    """A Llama-style decoder layer whose keys/values also cover the injected target context."""
+
+    def __init__(self, cfg: DFlashConfig) -> None:
+        super().__init__()
+        h, nh, nkv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
+        self.cfg = cfg
+        self.ln1 = nn.RMSNorm(h, eps=cfg.rms_norm_eps)
+        self.q = nn.Linear(h, nh * hd, bias=False)
+        self.k = nn.Linear(h, nkv * hd, bias=False)
+        self.v = nn.Linear(h, nkv * hd, bias=False)
+        self.o = nn.Linear(nh * hd, h, bias=False)
+        self.ln2 = nn.RMSNorm(h, eps=cfg.rms_norm_eps)
+        self.gate_up = nn.Linear(h, 2 * cfg.intermediate_size, bias=False)
+        self.down = nn.Linear(cfg.intermediate_size, h, bias=False)
+
+    def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
+        b, n, _ = x.shape
+        return x.view(b, n, n_heads, self.cfg.head_dim).transpose(1, 2)
+
+    def project_context(self, ctx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """ctx [b, T, H] at positions pos [b, T] -> rotated keys and values [b, kv_heads, T, d]."""
+        nkv = self.cfg.num_kv_heads
+        k = rotate(self._heads(self.k(ctx), nkv), pos[:, None], self.cfg.rope_theta)
+        return k, self._heads(self.v(ctx), nkv)
+
+    def forward(
+        self, x: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor, mask: torch.Tensor
+    ) -> torch.Tensor:
+        """x [b, q, H] block states at positions pos [b, q]; mask [b, q, T + q] (True = may attend)."""
+        cfg = self.cfg
+        h = self.ln1(x)
+        q = rotate(self._heads(self.q(h), cfg.num_heads), pos[:, None], cfg.rope_theta)
+        k = rotate(self._heads(self.k(h), cfg.num_kv_heads), pos[:, None], cfg.rope_theta)
+        v = self._heads(self.v(h), cfg.num_kv_heads)
+        att = F.scaled_dot_product_attention(
+            q,
+            torch.cat([ctx_k, k], 2),
+            torch.cat([ctx_v, v], 2),
+            attn_mask=mask[:, None],
+            enable_gqa=cfg.num_heads != cfg.num_kv_heads,
+        )
+        b, _, n, _ = att.shape
+        x = x + self.o(att.transpose(1, 2).reshape(b, n, -1))
+        gate, up = self.gate_up(self.ln2(x)).chunk(2, dim=-1)
+        return x + self.down(F.silu(gate) * up)
+
+
+class DFlashModel(nn.Module):
+    """Trainable drafter weights plus frozen views of the target's embedding and lm_head."""
+
+    def __init__(self, cfg: DFlashConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden_size
+        vd = cfg.draft_vocab_size or cfg.target_vocab_size
+        self.fc = nn.Linear(len(cfg.target_layers) * h, h, bias=False)
+        self.ctx_norm = nn.RMSNorm(h, eps=cfg.rms_norm_eps)
+        self.layers = nn.ModuleList(DraftLayer(cfg) for _ in range(cfg.num_layers))
+        self.norm = nn.RMSNorm(h, eps=cfg.rms_norm_eps)
+        # draft index -> target id (identity for the full vocabulary); saved with the weights
+        self.register_buffer("d2t", torch.arange(vd), persistent=True)
+        if cfg.markov_rank:
+            # rows: draft vocabulary + one shared row for tokens outside it
+            self.markov_in = nn.Embedding(vd + 1, cfg.markov_rank)
+            self.markov_out = nn.Linear(cfg.markov_rank, vd, bias=False)
+            nn.init.zeros_(self.markov_out.weight)  # start as plain DFlash
+        if cfg.confidence:
+            self.conf = nn.Linear(h + cfg.markov_rank, 1)
+        self.embed: torch.Tensor | None = None  # [V, H] frozen target embedding
+        self.head: torch.Tensor | None = None  # [Vd, H] frozen target lm_head rows of the draft vocab
+        self.t2d: torch.Tensor | None = None  # [V] target id -> draft index (vd = outside)
+
+    def attach_target(self, embed: torch.Tensor, lm_head: torch.Tensor) -> None:
+        """Borrow the target's frozen embedding and lm_head (never trained, never saved here)."""
+        self.embed = embed.detach()
+        self.head = lm_head.detach()[self.d2t]
+        vd = self.d2t.shape[0]
+        t2d = torch.full((embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
+        t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
+        self.t2d = t2d
+
+    def fuse_context(self, features: torch.Tensor) -> torch.Tensor:
+        """[b, T, n_layers * H] target features -> [b, T, H] context states."""
+        return self.ctx_norm(self.fc(features))
+
+    def backbone(
+        self,
+        block_ids: torch.Tensor,
+        pos: torch.Tensor,
+        ctx_kv: list[tuple[torch.Tensor, torch.Tensor]],
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Final-normed block states [b, q, H] for block tokens block_ids [b, q]."""
+        x = F.embedding(block_ids, self.embed)
+        for layer, (k, v) in zip(self.layers, ctx_kv, strict=True):
+            x = layer(x, pos, k, v, mask)
+        return self.norm(x)
+
+    def base_logits(self, states: torch.Tensor) -> torch.Tensor:
+        return states @ self.head.t()
+
+    def prev_index(self, prev_ids: torch.Tensor) -> torch.Tensor:
+        return self.t2d[prev_ids]
+
+    def markov_bias(self, prev_idx: torch.Tensor) -> torch.Tensor:
+        """Low-rank previous-token bias [..., Vd] for draft indices prev_idx [...]."""
+        return self.markov_out(self.markov_in(prev_idx))
+
+    def confidence_logit(self, states: torch.Tensor, prev_idx: torch.Tensor) -> torch.Tensor:
+        feats = states if not self.cfg.markov_rank else torch.cat([states, self.markov_in(prev_idx)], -1)
+        return self.conf(feats).squeeze(-1)
+
+    def position_weights(self, device: torch.device | None = None) -> torch.Tensor:
+        k = torch.arange(self.cfg.block_size, device=device, dtype=torch.float32)
+        return torch.exp(-k / self.cfg.gamma)
+
+    def init_weights(self, seed: int = 0) -> None:
+        g = torch.Generator().manual_seed(seed)
+        for name, p in self.named_parameters():
+            if p.dim() == 2 and "markov_out" not in name:
+                with torch.no_grad():
+                    p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))

@@ -1,0 +1,142 @@
+"""Training data layout and losses for DFlash / DSpark: many anchored blocks per target sequence.
+
+For an anchor at position a, the block is [x_a, mask, ..., mask] at positions a..a+B-1; slot k is
+trained to predict x_(a+k+1). Every block query sees the context strictly before its anchor and
+its own block only, which is exactly what it will see at inference (the anchor is the last
+committed token, whose target hidden state does not exist yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from draftsmith.drafters.dflash.model import DFlashModel
+
+IGNORE = -100
+
+
+@dataclass
+class BlockBatch:
+    block_ids: torch.Tensor  # [b, Q] anchor then mask tokens, Q = anchors * block_size
+    block_pos: torch.Tensor  # [b, Q] real positions a + k
+    ctx_pos: torch.Tensor  # [b, T]
+    mask: torch.Tensor  # [b, Q, T + Q] True = may attend
+    labels: torch.Tensor  # [b, Q] target ids of x_(a+k+1), IGNORE where absent
+    prev_ids: torch.Tensor  # [b, Q] x_(a+k): the token before each slot's prediction (teacher forcing)
+    slot: torch.Tensor  # [Q] slot index k
+    target_pos: torch.Tensor  # [b, Q] a + k: where the target's own distribution for slot k lives
+
+
+def sample_anchors(loss_mask: torch.Tensor, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Up to n anchors a >= 1 with x_a and x_(a+1) both in the loss mask (sorted)."""
+    ok = loss_mask[1:-1] & loss_mask[2:]
+    candidates = ok.nonzero().flatten() + 1
+    if candidates.numel() <= n:
+        return candidates
+    pick = torch.randperm(candidates.numel(), generator=generator)[:n]
+    return candidates[pick].sort().values
+
+
+def build_blocks(
+    ids: torch.Tensor,
+    loss_mask: torch.Tensor,
+    anchors: list[torch.Tensor],
+    block_size: int,
+    mask_token_id: int,
+) -> BlockBatch:
+    """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded."""
+    b, t = ids.shape
+    n_anchor = max(1, max(len(a) for a in anchors))
+    q = n_anchor * block_size
+    slot = torch.arange(block_size).repeat(n_anchor)
+    block_ids = torch.full((b, q), mask_token_id, dtype=torch.long)
+    block_pos = torch.zeros(b, q, dtype=torch.long)
+    labels = torch.full((b, q), IGNORE, dtype=torch.long)
+    prev_ids = torch.zeros(b, q, dtype=torch.long)
+    mask = torch.zeros(b, q, t + q, dtype=torch.bool)
+    for i, anc in enumerate(anchors):
+        for j, a in enumerate(anc.tolist()):
+            rows = slice(j * block_size, (j + 1) * block_size)
+            block_ids[i, j * block_size] = ids[i, a]
+            pos = torch.arange(a, a + block_size)
+            block_pos[i, rows] = pos
+            nxt = pos + 1
+            inside = nxt < t
+            lab = torch.full((block_size,), IGNORE, dtype=torch.long)
+            lab[inside] = torch.where(loss_mask[i, nxt[inside]], ids[i, nxt[inside]], IGNORE)
+            labels[i, rows] = lab
+            prev = torch.where(pos < t, ids[i, pos.clamp(max=t - 1)], 0)
+            prev_ids[i, rows] = prev
+            mask[i, rows, :a] = True  # context strictly before the anchor
+            mask[i, rows, t + j * block_size : t + (j + 1) * block_size] = True  # own block, both ways
+        for j in range(len(anc), n_anchor):  # padding blocks attend to themselves only (no NaN rows)
+            rows = slice(j * block_size, (j + 1) * block_size)
+            mask[i, rows, t + j * block_size : t + (j + 1) * block_size] = True
+    ctx_pos = torch.arange(t).expand(b, t)
+    target_pos = block_pos.clamp(max=t - 1)
+    return BlockBatch(block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos)
+
+
+def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -> torch.Tensor:
+    """Final-normed draft states [b, Q, H] for every anchored block (one parallel pass)."""
+    ctx = model.fuse_context(features)
+    ctx_kv = [layer.project_context(ctx, batch.ctx_pos) for layer in model.layers]
+    return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask)
+
+
+def block_loss(
+    model: DFlashModel,
+    batch: BlockBatch,
+    features: torch.Tensor,
+    target_final: torch.Tensor | None = None,
+    target_head: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """DFlash: position-weighted CE. DSpark: 0.1 CE + 0.9 L1(p_draft, p_target) + 1.0 BCE(confidence)."""
+    cfg = model.cfg
+    states = block_forward(model, batch, features)
+    logits = model.base_logits(states).float()
+    prev_idx = model.prev_index(batch.prev_ids)
+    if cfg.markov_rank:
+        logits = logits + model.markov_bias(prev_idx)
+    vd = logits.shape[-1]
+    label_idx = torch.where(batch.labels == IGNORE, vd, model.t2d[batch.labels.clamp(min=0)])
+    valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
+    weight = model.position_weights(logits.device)[batch.slot].expand_as(valid) * valid
+    norm = weight.sum().clamp(min=1e-6)
+    ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
+    ce = (ce * weight).sum() / norm
+    metrics = {"ce": float(ce.detach())}
+    loss = ce
+    if cfg.markov_rank or cfg.confidence:
+        if target_final is None or target_head is None:
+            raise ValueError("DSpark training needs the target's final hidden states and lm_head")
+        idx = batch.target_pos[..., None].expand(-1, -1, target_final.shape[-1])
+        p_t = torch.softmax((torch.gather(target_final, 1, idx) @ target_head.t()).float(), -1)
+        p_t_draft = p_t[..., model.d2t]
+        outside = (1.0 - p_t_draft.sum(-1)).clamp(min=0.0)
+        p_d = torch.softmax(logits, -1)
+        l1 = (p_d - p_t_draft).abs().sum(-1) + outside
+        has_next = batch.labels != IGNORE
+        w_all = model.position_weights(logits.device)[batch.slot].expand_as(has_next) * has_next
+        n_all = w_all.sum().clamp(min=1e-6)
+        l1_loss = (l1 * w_all).sum() / n_all
+        loss = 0.1 * ce + 0.9 * l1_loss
+        metrics["l1"] = float(l1_loss.detach())
+        if cfg.confidence:
+            accept = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)
+            conf = model.confidence_logit(states, prev_idx)
+            bce = F.binary_cross_entropy_with_logits(conf.float(), accept, reduction="none")
+            bce_loss = (bce * w_all).sum() / n_all
+            loss = loss + bce_loss
+            metrics["bce"] = float(bce_loss.detach())
+    with torch.no_grad():  # greedy accepted length if every slot were verified (teacher-forced prefix)
+        hit = (logits.argmax(-1) == label_idx) & valid
+        blocks = hit.view(hit.shape[0], -1, cfg.block_size)
+        run = blocks.int().cumprod(-1).sum(-1)
+        live = valid.view_as(blocks)[..., 0]
+        metrics["tau_est"] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
+    metrics["loss"] = float(loss.detach())
+    return loss, metrics

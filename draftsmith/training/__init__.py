@@ -1,0 +1,1 @@
+"""Drafter training: prompt sets and (later) data generation and training loops."""

