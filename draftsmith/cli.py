@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -47,6 +48,13 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=None, help="draft length per round (default: the method's own)")
     g.add_argument("--ngram-max", type=int, default=3, help="ngram: longest suffix to match")
     g.add_argument("--ngram-min", type=int, default=2, help="ngram: shortest suffix to match")
+    g.add_argument("--drafter", default=None, help="dflash/dspark: a trained drafter directory")
+    g.add_argument(
+        "--confidence-threshold",
+        type=float,
+        default=0.0,
+        help="dspark: stop a draft once the predicted prefix survival falls below this",
+    )
 
 
 def _add_sampling_args(p: argparse.ArgumentParser, max_new: int) -> None:
@@ -59,7 +67,13 @@ def _add_sampling_args(p: argparse.ArgumentParser, max_new: int) -> None:
 
 
 def _drafter_options(args: argparse.Namespace) -> dict:
-    return {"draft_model": args.draft_model, "ngram_max": args.ngram_max, "ngram_min": args.ngram_min}
+    return {
+        "draft_model": args.draft_model,
+        "ngram_max": args.ngram_max,
+        "ngram_min": args.ngram_min,
+        "drafter": args.drafter,
+        "confidence_threshold": args.confidence_threshold,
+    }
 
 
 def _sampling(args: argparse.Namespace):
@@ -165,6 +179,92 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    if args.action == "prompts":
+        from draftsmith.training.prompts import main_prompts
+
+        stats = main_prompts(args.n, args.out, seed=args.seed, user_jsonl=args.user_jsonl)
+        print(json.dumps(stats, indent=1))
+        return 0
+    from draftsmith.api import load_target
+
+    if args.action == "regenerate":
+        from draftsmith.training.regenerate import RegenConfig, local_engine, openai_engine, regenerate
+
+        _sampling(args)  # validate
+        cfg = RegenConfig(
+            args.max_new_tokens, args.temperature, args.top_p, args.top_k, args.seed or 0, args.batch
+        )
+        if args.engine == "openai":
+            if not args.base_url or not args.model:
+                raise DraftsmithError("--engine openai needs --base-url and --model")
+            engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
+            chunk = args.concurrency
+        else:
+            engine, chunk = local_engine(load_target(args.target, args.dtype, args.device), cfg), args.batch
+        print(json.dumps(regenerate(args.prompts, args.out, engine, chunk=chunk, limit=args.limit)))
+        return 0
+    from draftsmith.drafters.dflash.config import default_target_layers
+    from draftsmith.training.cache import build_cache
+
+    target = load_target(args.target, args.dtype, args.device)
+    layers = (
+        default_target_layers(target.runner.num_layers)
+        if args.layers == "auto"
+        else [int(x) for x in args.layers.split(",")]
+    )
+
+    def confirm(size: int, tokens: int, seqs: int) -> bool:
+        free = shutil.disk_usage(Path(args.out).resolve().parent).free
+        print(
+            f"cache: {seqs} sequences, {tokens} tokens, layers {layers}: {size / 2**30:.2f} GiB "
+            f"({free / 2**30:.1f} GiB free)",
+            file=sys.stderr,
+        )
+        if size > 0.95 * free:
+            raise DraftsmithError("not enough disk for the cache; train online or use fewer sequences")
+        return True
+
+    manifest = build_cache(
+        target,
+        args.answers,
+        args.out,
+        layers,
+        dtype=args.cache_dtype,
+        max_len=args.max_len,
+        limit=args.limit,
+        confirm=confirm,
+    )
+    print(f"cache at {args.out}: {manifest['sequences']} sequences, {manifest['tokens']} tokens")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from draftsmith.api import load_target
+    from draftsmith.training.cache import TargetCache
+    from draftsmith.training.train import TrainConfig, train
+
+    cfg = TrainConfig(
+        method=args.method,
+        steps=args.steps,
+        batch=args.batch,
+        anchors=args.anchors,
+        lr=args.lr,
+        block_size=args.block_size,
+        num_layers=args.layers,
+        markov_rank=args.markov_rank,
+        draft_vocab=args.draft_vocab or None,
+        bf16=args.bf16,
+        seed=args.seed,
+        eval_every=args.eval_every,
+        save_every=args.save_every,
+    )
+    target = load_target(args.target, args.dtype, args.device)
+    data = TargetCache(args.cache, target)
+    print(json.dumps(train(target, data, cfg, args.out, resume=not args.no_resume), indent=1))
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from draftsmith.models.target import Target
 
@@ -238,6 +338,53 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--draft-model", default=None)
     _add_target_args(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("data", help="build training data: prompts, target-written answers, target cache")
+    p.add_argument("action", choices=["prompts", "regenerate", "cache"])
+    p.add_argument(
+        "--out", required=True, help="output directory (prompts, cache) or JSONL file (regenerate)"
+    )
+    p.add_argument("--n", type=int, default=2000, help="prompts: how many")
+    p.add_argument("--user-jsonl", default=None, help="prompts: your own prompts to include")
+    p.add_argument("--prompts", default=None, help="regenerate: prompts JSONL (e.g. DIR/train.jsonl)")
+    p.add_argument("--engine", choices=["local", "openai"], default="local")
+    p.add_argument("--base-url", default=None, help="regenerate --engine openai: e.g. http://host:8000/v1")
+    p.add_argument("--model", default=None, help="regenerate --engine openai: served model name")
+    p.add_argument("--api-key", default="EMPTY")
+    p.add_argument("--concurrency", type=int, default=8)
+    p.add_argument(
+        "--batch", type=int, default=1, help="regenerate local: prompts per batch (1 = speculative)"
+    )
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")
+    p.add_argument(
+        "--layers", default="auto", help="cache: target layers, e.g. 1,8,14,20,27 (auto: 5 spaced)"
+    )
+    p.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"])
+    p.add_argument("--max-len", type=int, default=1024)
+    _add_target_args(p)
+    _add_sampling_args(p, 256)
+    p.set_defaults(func=cmd_data, temperature=0.7, top_p=0.8, top_k=20)
+
+    p = sub.add_parser("train", help="train a DFlash or DSpark drafter on a target cache")
+    p.add_argument("--method", choices=["dflash", "dspark"], default="dspark")
+    p.add_argument("--cache", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--anchors", type=int, default=64)
+    p.add_argument("--lr", type=float, default=6e-4)
+    p.add_argument("--block-size", type=int, default=7)
+    p.add_argument("--layers", type=int, default=1, help="draft decoder layers")
+    p.add_argument("--markov-rank", type=int, default=64)
+    p.add_argument("--draft-vocab", type=int, default=8192, help="0 = full target vocabulary")
+    p.add_argument("--bf16", action="store_true")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--save-every", type=int, default=200)
+    p.add_argument("--no-resume", action="store_true")
+    _add_target_args(p)
+    p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("calibrate", help="time the target's step shapes on this machine and print the table")
     p.add_argument("--force", action="store_true", help="measure again instead of reusing the cached table")

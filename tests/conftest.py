@@ -6,6 +6,8 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
+from draftsmith.models.target import Target
+
 VOCAB = 96
 
 ARCHS = {
@@ -39,6 +41,28 @@ def tiny_model(arch: str = "llama", seed: int = 0, vocab: int = VOCAB, layers: i
         model.get_output_embeddings().weight.mul_(1.0)
     model.requires_grad_(False)
     return model
+
+
+class IdTokenizer:
+    """Minimal tokenizer for tiny random models: token i is the string 't<i>'."""
+
+    def __init__(self, n: int = VOCAB) -> None:
+        self.n = n
+        self.eos_token_id = 2
+        self.chat_template = None
+
+    def get_vocab(self) -> dict[str, int]:
+        return {f"t{i}": i for i in range(self.n)}
+
+    def decode(self, ids, skip_special_tokens=True) -> str:
+        return " ".join(f"t{i}" for i in ids)
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return [int(w[1:]) for w in text.split()]
+
+
+def tiny_target(arch: str = "llama", seed: int = 0) -> Target:
+    return Target(tiny_model(arch, seed=seed, layers=4), IdTokenizer(), name=f"tiny-{arch}-{seed}")
 
 
 @pytest.fixture(scope="session")

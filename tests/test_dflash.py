@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import VOCAB, tiny_model
+from conftest import VOCAB, tiny_target
 
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter, target_fingerprint
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
@@ -19,39 +19,32 @@ from draftsmith.models.target import Target
 MASK_ID = 0
 
 
-class IdTokenizer:
-    """Minimal tokenizer for tiny random models: token i is the string 't<i>'."""
-
-    def __init__(self, n: int = VOCAB) -> None:
-        self.n = n
-        self.eos_token_id = 2
-        self.chat_template = None
-
-    def get_vocab(self) -> dict[str, int]:
-        return {f"t{i}": i for i in range(self.n)}
-
-    def decode(self, ids, skip_special_tokens=True) -> str:
-        return " ".join(f"t{i}" for i in ids)
-
-
-def tiny_target(arch: str = "llama", seed: int = 0) -> Target:
-    return Target(tiny_model(arch, seed=seed, layers=4), IdTokenizer(), name=f"tiny-{arch}-{seed}")
-
-
 def make_drafter(target: Target, dspark: bool, block: int = 4, draft_vocab: int | None = None) -> DFlashModel:
     c = target.model.config
     cfg = DFlashConfig(
-        hidden_size=c.hidden_size, num_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128,
-        target_layers=default_target_layers(c.num_hidden_layers, 2), mask_token_id=MASK_ID,
-        target_vocab_size=VOCAB, block_size=block, draft_vocab_size=draft_vocab,
-        markov_rank=8 if dspark else 0, confidence=dspark, method="dspark" if dspark else "dflash",
-        target_name=target.name, target_fingerprint=target_fingerprint(target),
+        hidden_size=c.hidden_size,
+        num_heads=4,
+        num_kv_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        target_layers=default_target_layers(c.num_hidden_layers, 2),
+        mask_token_id=MASK_ID,
+        target_vocab_size=VOCAB,
+        block_size=block,
+        draft_vocab_size=draft_vocab,
+        markov_rank=8 if dspark else 0,
+        confidence=dspark,
+        method="dspark" if dspark else "dflash",
+        target_name=target.name,
+        target_fingerprint=target_fingerprint(target),
     )
     model = DFlashModel(cfg)
     model.init_weights(0)
     if draft_vocab:
         model.d2t = torch.arange(VOCAB - draft_vocab, VOCAB)  # a reduced vocabulary (the top ids)
-    model.attach_target(target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight)
+    model.attach_target(
+        target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+    )
     return model
 
 
@@ -66,8 +59,9 @@ def greedy_sequences(target: Target, n: int = 4, length: int = 40) -> torch.Tens
     g = torch.Generator().manual_seed(0)
     prompts = torch.randint(3, VOCAB, (n, 8), generator=g)
     with torch.no_grad():
-        return target.model.generate(prompts, max_new_tokens=length - 8, do_sample=False, eos_token_id=None,
-                                     pad_token_id=0)
+        return target.model.generate(
+            prompts, max_new_tokens=length - 8, do_sample=False, eos_token_id=None, pad_token_id=0
+        )
 
 
 def test_default_target_layers_match_deepspec():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 import torch
@@ -24,20 +23,15 @@ def target_fingerprint(target) -> str:
 
 
 def save_drafter(model: DFlashModel, directory: str | Path) -> Path:
-    """Atomic: written to a temporary sibling, then renamed, so a crash never leaves half a checkpoint."""
+    """Each file is written to a temporary name and renamed over the old one, so an interrupted save
+    leaves the previous checkpoint readable (the config never changes during a run)."""
     out = Path(directory)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    model.cfg.save(tmp)
+    out.mkdir(parents=True, exist_ok=True)
+    model.cfg.save(out, tmp_suffix=".tmp")
+    os.replace(out / "config.json.tmp", out / "config.json")
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    save_file(tensors, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    old = out.with_name(out.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if out.exists():
-        os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
     return out
 
 

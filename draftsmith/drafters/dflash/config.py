@@ -61,8 +61,8 @@ class DFlashConfig:
     def is_dspark(self) -> bool:
         return self.markov_rank > 0
 
-    def save(self, directory: str | Path) -> None:
-        path = Path(directory) / "config.json"
+    def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
+        path = Path(directory) / ("config.json" + tmp_suffix)
         path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
 
     @classmethod

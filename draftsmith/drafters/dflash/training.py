@@ -93,8 +93,13 @@ def block_loss(
     features: torch.Tensor,
     target_final: torch.Tensor | None = None,
     target_head: torch.Tensor | None = None,
+    target_lse: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """DFlash: position-weighted CE. DSpark: 0.1 CE + 0.9 L1(p_draft, p_target) + 1.0 BCE(confidence)."""
+    """DFlash: position-weighted CE. DSpark: 0.1 CE + 0.9 L1(p_draft, p_target) + 1.0 BCE(confidence).
+
+    The target distribution comes from its final-norm states: with the cached log-normaliser
+    (target_lse) only the draft-vocabulary logits are computed; otherwise the full lm_head is used.
+    """
     cfg = model.cfg
     states = block_forward(model, batch, features)
     logits = model.base_logits(states).float()
@@ -111,11 +116,15 @@ def block_loss(
     metrics = {"ce": float(ce.detach())}
     loss = ce
     if cfg.markov_rank or cfg.confidence:
-        if target_final is None or target_head is None:
-            raise ValueError("DSpark training needs the target's final hidden states and lm_head")
+        if target_final is None or (target_head is None and target_lse is None):
+            raise ValueError("DSpark training needs the target's final hidden states and lm_head or lse")
         idx = batch.target_pos[..., None].expand(-1, -1, target_final.shape[-1])
-        p_t = torch.softmax((torch.gather(target_final, 1, idx) @ target_head.t()).float(), -1)
-        p_t_draft = p_t[..., model.d2t]
+        final = torch.gather(target_final, 1, idx)
+        if target_lse is not None:
+            lse = torch.gather(target_lse, 1, batch.target_pos)
+            p_t_draft = torch.exp((final @ model.head.t()).float() - lse[..., None])
+        else:
+            p_t_draft = torch.softmax((final @ target_head.t()).float(), -1)[..., model.d2t]
         outside = (1.0 - p_t_draft.sum(-1)).clamp(min=0.0)
         p_d = torch.softmax(logits, -1)
         l1 = (p_d - p_t_draft).abs().sum(-1) + outside

@@ -1,0 +1,210 @@
+"""The target cache: what a drafter learns from, computed once by the target.
+
+Per token: its id, the loss mask (answer tokens only), the hidden states of the chosen target
+layers (concatenated), the final-norm hidden state, and the log-normaliser of the target's logits
+(so DSpark's L1 against the target distribution needs only the draft-vocabulary logits). Stored as
+memory-mapped .npy shards plus a manifest tied to the target and settings; shards are written
+atomically, so an interrupted build resumes at the first missing shard, and a cache built for
+another target or other layers is refused instead of mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from draftsmith.drafters.dflash.checkpoint import target_fingerprint
+from draftsmith.engine.runner import FINAL
+from draftsmith.errors import DraftsmithError
+from draftsmith.training.regenerate import iter_pairs
+
+FORMAT = "draftsmith-cache/1"
+DTYPES = {"float16": np.float16, "float32": np.float32}
+
+
+@dataclass
+class Sequence:
+    ids: torch.Tensor  # [T] long
+    loss_mask: torch.Tensor  # [T] bool
+    features: torch.Tensor  # [T, n_layers * H]
+    final: torch.Tensor  # [T, H]
+    lse: torch.Tensor  # [T] logsumexp of the target logits at each position
+
+
+def tokenize_pair(target, prompt: str, answer: str, max_len: int) -> tuple[list[int], list[bool]]:
+    """Chat-formatted prompt + answer + EOS; only answer tokens (and the EOS) are learned."""
+    p = target.encode(prompt)
+    eos = min(target.eos_ids) if target.eos_ids else None
+    a = target.tokenizer.encode(answer, add_special_tokens=False) + ([eos] if eos is not None else [])
+    ids = (p + a)[:max_len]
+    return ids, ([False] * len(p) + [True] * len(a))[:max_len]
+
+
+@torch.inference_mode()
+def target_sequence(target, ids: list[int], loss_mask: list[bool], layers: list[int]) -> Sequence:
+    """Run the target once over a sequence and collect what the drafter trains on."""
+    runner = target.runner
+    runner.reset(len(ids))
+    out = runner.forward(torch.tensor(ids), n_logits=len(ids), hidden=(*layers, FINAL))
+    feats = torch.cat([out.hidden[i] for i in layers], -1)
+    return Sequence(
+        torch.tensor(ids),
+        torch.tensor(loss_mask),
+        feats,
+        out.hidden[FINAL],
+        torch.logsumexp(out.logits.float(), -1),
+    )
+
+
+def bytes_per_token(n_layers: int, hidden: int, dtype: str) -> int:
+    return (n_layers + 1) * hidden * np.dtype(DTYPES[dtype]).itemsize + 4 + 1 + 4
+
+
+def _write_shard(path: Path, seqs: list[Sequence], dtype: str) -> dict:
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    np_dtype = DTYPES[dtype]
+    lengths = [len(s.ids) for s in seqs]
+    np.save(tmp / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+    np.save(tmp / "ids.npy", torch.cat([s.ids for s in seqs]).numpy().astype(np.int32))
+    np.save(tmp / "loss_mask.npy", torch.cat([s.loss_mask for s in seqs]).numpy().astype(np.uint8))
+    np.save(tmp / "features.npy", torch.cat([s.features for s in seqs]).float().numpy().astype(np_dtype))
+    np.save(tmp / "final.npy", torch.cat([s.final for s in seqs]).float().numpy().astype(np_dtype))
+    np.save(tmp / "lse.npy", torch.cat([s.lse for s in seqs]).numpy().astype(np.float32))
+    shutil.rmtree(path, ignore_errors=True)
+    os.replace(tmp, path)
+    return {"name": path.name, "sequences": len(seqs), "tokens": int(sum(lengths))}
+
+
+def _manifest_key(target, layers: list[int], dtype: str, max_len: int) -> dict:
+    return {
+        "target_name": target.name,
+        "target_fingerprint": target_fingerprint(target),
+        "layers": layers,
+        "hidden_size": int(target.model.config.hidden_size),
+        "dtype": dtype,
+        "max_len": max_len,
+    }
+
+
+def build_cache(
+    target,
+    answers: str | Path,
+    out_dir: str | Path,
+    layers: list[int],
+    dtype: str = "float16",
+    max_len: int = 1024,
+    shard_sequences: int = 256,
+    limit: int | None = None,
+    progress: bool = True,
+    confirm=None,
+) -> dict:
+    """Build (or resume) the cache from regenerated answers. `confirm(bytes)` may veto the size."""
+    if dtype not in DTYPES:
+        raise DraftsmithError(f"cache dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    bad = [i for i in layers if not 0 <= i < target.runner.num_layers]
+    if bad:
+        raise DraftsmithError(f"target has layers 0..{target.runner.num_layers - 1}; cannot cache {bad}")
+    out = Path(out_dir)
+    key = _manifest_key(target, layers, dtype, max_len)
+    manifest_path = out / "manifest.json"
+    shards: list[dict] = []
+    if manifest_path.is_file():
+        old = json.loads(manifest_path.read_text())
+        mismatch = {k: (old.get(k), v) for k, v in key.items() if old.get(k) != v}
+        if mismatch:
+            raise DraftsmithError(
+                f"{out} holds a cache built with other settings {mismatch}; use another --out directory"
+            )
+        shards = old["shards"]
+    pairs = [tokenize_pair(target, r["prompt"], r["answer"], max_len) for r in iter_pairs(answers)][:limit]
+    if not pairs:
+        raise DraftsmithError(f"{answers} has no prompt/answer rows")
+    total_tokens = sum(len(ids) for ids, _ in pairs)
+    size = total_tokens * bytes_per_token(len(layers), key["hidden_size"], dtype)
+    if confirm is not None and not confirm(size, total_tokens, len(pairs)):
+        raise DraftsmithError("cache build cancelled")
+    out.mkdir(parents=True, exist_ok=True)
+    done = sum(s["sequences"] for s in shards)
+    bar = tqdm(total=len(pairs), initial=done, desc="cache", unit="seq", disable=not progress)
+    for start in range(done, len(pairs), shard_sequences):
+        group = pairs[start : start + shard_sequences]
+        seqs = []
+        for ids, mask in group:
+            seqs.append(target_sequence(target, ids, mask, layers))
+            bar.update()
+        shards.append(_write_shard(out / f"shard-{len(shards):05d}", seqs, dtype))
+        manifest = {
+            "format": FORMAT,
+            **key,
+            "shards": shards,
+            "answers": str(answers),
+            "sequences": sum(s["sequences"] for s in shards),
+            "tokens": sum(s["tokens"] for s in shards),
+        }
+        tmp = manifest_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(manifest, indent=1))
+        os.replace(tmp, manifest_path)
+    bar.close()
+    return json.loads(manifest_path.read_text())
+
+
+class TargetCache:
+    """Read side: sequence i as tensors, straight from the memory-mapped shards."""
+
+    def __init__(self, directory: str | Path, target=None) -> None:
+        self.dir = Path(directory)
+        path = self.dir / "manifest.json"
+        if not path.is_file():
+            raise DraftsmithError(f"no target cache at {directory} (missing manifest.json)")
+        self.manifest = json.loads(path.read_text())
+        if self.manifest.get("format") != FORMAT:
+            raise DraftsmithError(f"{directory} is not a draftsmith target cache")
+        if target is not None and self.manifest["target_fingerprint"] != target_fingerprint(target):
+            built_for = self.manifest["target_name"]
+            raise DraftsmithError(f"cache {directory} was built for {built_for!r}, not {target.name!r}")
+        self.layers: list[int] = self.manifest["layers"]
+        self.index: list[tuple[int, int]] = []
+        self.shards = []
+        for s_i, shard in enumerate(self.manifest["shards"]):
+            arrays = {
+                n: np.load(self.dir / shard["name"] / f"{n}.npy", mmap_mode="r")
+                for n in ("offsets", "ids", "loss_mask", "features", "final", "lse")
+            }
+            self.shards.append(arrays)
+            self.index.extend((s_i, j) for j in range(shard["sequences"]))
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, i: int) -> Sequence:
+        s_i, j = self.index[i]
+        a = self.shards[s_i]
+        lo, hi = int(a["offsets"][j]), int(a["offsets"][j + 1])
+        return Sequence(
+            torch.from_numpy(np.array(a["ids"][lo:hi], dtype=np.int64)),
+            torch.from_numpy(np.array(a["loss_mask"][lo:hi]).astype(bool)),
+            torch.from_numpy(np.array(a["features"][lo:hi], dtype=np.float32)),
+            torch.from_numpy(np.array(a["final"][lo:hi], dtype=np.float32)),
+            torch.from_numpy(np.array(a["lse"][lo:hi], dtype=np.float32)),
+        )
+
+    def __iter__(self) -> Iterator[Sequence]:
+        return (self[i] for i in range(len(self)))
+
+    def token_counts(self, vocab: int) -> np.ndarray:
+        """How often each target token appears in the learned (answer) part: for the draft vocabulary."""
+        counts = np.zeros(vocab, dtype=np.int64)
+        for a in self.shards:
+            ids = np.asarray(a["ids"])[np.asarray(a["loss_mask"]).astype(bool)]
+            counts += np.bincount(ids, minlength=vocab)[:vocab]
+        return counts

@@ -1,0 +1,248 @@
+"""Train a DFlash or DSpark drafter from a target cache (or online, from the target itself).
+
+AdamW, linear warmup + cosine decay, gradient clipping, fp32 or bf16 autocast, periodic held-out
+accepted length, atomic checkpoints and exact resume: batch s is drawn from a generator seeded by
+(seed, s), so a resumed run sees the same batches and, with the optimizer state restored, lands on
+the same weights as an uninterrupted one. Under `torchrun` each rank takes its slice of every
+batch and gradients are averaged by DistributedDataParallel; rank 0 writes checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from draftsmith.drafters.dflash.checkpoint import save_drafter, target_fingerprint
+from draftsmith.drafters.dflash.config import DFlashConfig
+from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dflash.training import block_loss, build_blocks, sample_anchors
+from draftsmith.errors import DraftsmithError
+from draftsmith.training.cache import Sequence
+
+STATE = "trainer_state.pt"
+
+
+@dataclass
+class TrainConfig:
+    method: str = "dspark"
+    steps: int = 1000
+    batch: int = 8  # sequences per step (global, split across ranks)
+    anchors: int = 64  # anchored blocks per sequence
+    lr: float = 6e-4
+    warmup: float = 0.04
+    weight_decay: float = 0.0
+    clip: float = 1.0
+    block_size: int = 7
+    num_layers: int = 1
+    markov_rank: int = 64
+    draft_vocab: int | None = 8192
+    gamma: float = 4.0
+    bf16: bool = False
+    seed: int = 0
+    eval_every: int = 100
+    save_every: int = 200
+    held_out: int = 16  # cache sequences kept for the held-out tau
+
+    def __post_init__(self) -> None:
+        if self.method not in ("dflash", "dspark"):
+            raise DraftsmithError(f"method must be dflash or dspark, got {self.method!r}")
+        for name in ("steps", "batch", "anchors", "num_layers"):
+            if getattr(self, name) < 1:
+                raise DraftsmithError(f"{name} must be >= 1")
+        if self.lr <= 0 or not 0 <= self.warmup < 1:
+            raise DraftsmithError("lr must be > 0 and warmup in [0, 1)")
+
+
+def drafter_config(target, cfg: TrainConfig, layers: list[int], mask_token_id: int) -> DFlashConfig:
+    """Draft width = target width; heads and MLP size follow the target (REFERENCE.md section 3)."""
+    c = target.model.config
+    rope = getattr(c, "rope_parameters", None) or {}
+    dspark = cfg.method == "dspark"
+    return DFlashConfig(
+        hidden_size=c.hidden_size,
+        num_heads=c.num_attention_heads,
+        num_kv_heads=getattr(c, "num_key_value_heads", c.num_attention_heads),
+        head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        target_layers=list(layers),
+        mask_token_id=mask_token_id,
+        target_vocab_size=target.runner.vocab_size,
+        num_layers=cfg.num_layers,
+        block_size=cfg.block_size,
+        rms_norm_eps=float(getattr(c, "rms_norm_eps", 1e-6)),
+        rope_theta=float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))),
+        draft_vocab_size=cfg.draft_vocab,
+        markov_rank=cfg.markov_rank if dspark else 0,
+        confidence=dspark,
+        gamma=cfg.gamma,
+        method=cfg.method,
+        target_name=target.name,
+        target_fingerprint=target_fingerprint(target),
+    )
+
+
+def mask_token(target) -> int:
+    """A fixed, rarely generated id whose frozen embedding marks the block's empty slots."""
+    tok = target.tokenizer
+    for cand in (getattr(tok, "unk_token_id", None), getattr(tok, "pad_token_id", None)):
+        if cand is not None:
+            return int(cand)
+    return 0
+
+
+def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: torch.Generator):
+    """Pad sequences to one length and lay out their anchored blocks."""
+    t = max(len(s.ids) for s in seqs)
+
+    def pad(x: torch.Tensor, value=0) -> torch.Tensor:
+        extra = t - x.shape[0]
+        return x if not extra else torch.cat([x, x.new_full((extra, *x.shape[1:]), value)])
+
+    ids = torch.stack([pad(s.ids) for s in seqs])
+    mask = torch.stack([pad(s.loss_mask, False) for s in seqs])
+    batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id)
+    feats = torch.stack([pad(s.features) for s in seqs])
+    final = torch.stack([pad(s.final) for s in seqs])
+    lse = torch.stack([pad(s.lse) for s in seqs])
+    return batch, feats, final, lse
+
+
+def lr_lambda(cfg: TrainConfig):
+    warm = max(1, int(cfg.warmup * cfg.steps))
+
+    def f(step: int) -> float:
+        if step < warm:
+            return (step + 1) / warm
+        return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, cfg.steps - warm))))
+
+    return f
+
+
+def _dist() -> tuple[int, int]:
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+@torch.no_grad()
+def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> float:
+    """Greedy accepted length a full block would get on held-out sequences (fixed anchors)."""
+    if not len(data):
+        return float("nan")
+    g = torch.Generator().manual_seed(12345)
+    taus = []
+    for i in range(len(data)):
+        batch, feats, final, lse = collate([data[i]], cfg.anchors, cfg.block_size, model.cfg.mask_token_id, g)
+        _, m = block_loss(model, batch, feats, final, target_lse=lse)
+        taus.append(m["tau_est"])
+    return sum(taus) / len(taus)
+
+
+def train(
+    target,
+    data,
+    cfg: TrainConfig,
+    out_dir: str | Path,
+    resume: bool = True,
+    progress: bool = True,
+    stop_after: int | None = None,
+) -> dict:
+    """Train on `data` (a TargetCache or any indexable of Sequence); write the drafter to out_dir.
+
+    stop_after: end this run (with a checkpoint) at that step; a later call resumes from it.
+    """
+    rank, world = _dist()
+    out = Path(out_dir)
+    n_held = min(cfg.held_out, max(0, len(data) - 1))
+    train_idx = list(range(len(data) - n_held))
+    held = [data[i] for i in range(len(data) - n_held, len(data))]
+    if not train_idx:
+        raise DraftsmithError("no training sequences")
+    layers = list(data.layers) if hasattr(data, "layers") else None
+    if layers is None:
+        raise DraftsmithError("training data must say which target layers its features come from")
+    dcfg = drafter_config(target, cfg, layers, mask_token(target))
+    torch.manual_seed(cfg.seed)
+    model = DFlashModel(dcfg)
+    model.init_weights(cfg.seed)
+    if dcfg.draft_vocab_size and dcfg.draft_vocab_size < dcfg.target_vocab_size:
+        counts = torch.from_numpy(data.token_counts(dcfg.target_vocab_size))
+        model.d2t = counts.topk(dcfg.draft_vocab_size).indices.sort().values
+    device = target.device
+    model.to(device)
+    emb, head = target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+    model.attach_target(emb, head)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(cfg))
+    step, log = 0, []
+    state_path = out / STATE
+    if resume and state_path.is_file():
+        state = torch.load(state_path, map_location=device, weights_only=False)
+        if state["config"] != asdict(cfg):
+            raise DraftsmithError(f"{out} holds a run with other settings; use another --out or --no-resume")
+        model.load_state_dict(state["model"])
+        model.attach_target(emb, head)
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        step, log = state["step"], state["log"]
+    net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
+    bar = tqdm(total=cfg.steps, initial=step, desc=f"train {cfg.method}", disable=not progress or rank != 0)
+    t0 = time.perf_counter()
+    end = min(cfg.steps, stop_after or cfg.steps)
+    while step < end:
+        g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
+        pick = torch.randint(len(train_idx), (cfg.batch,), generator=g).tolist()
+        mine = pick[rank::world] or pick[:1]
+        batch, feats, final, lse = collate(
+            [data[train_idx[i]] for i in mine], cfg.anchors, cfg.block_size, dcfg.mask_token_id, g
+        )
+        feats, final, lse = feats.to(device), final.to(device), lse.to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
+            loss, metrics = block_loss(net if world == 1 else net.module, batch, feats, final, target_lse=lse)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip))
+        opt.step()
+        sched.step()
+        step += 1
+        row = {"step": step, **metrics, "grad_norm": round(grad_norm, 4), "lr": sched.get_last_lr()[0]}
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            row["held_out_tau"] = held_out_tau(model, held, cfg)
+        log.append(row)
+        bar.set_postfix(loss=f"{metrics['loss']:.3f}", tau=f"{metrics['tau_est']:.2f}")
+        bar.update()
+        if rank == 0 and (step % cfg.save_every == 0 or step == end):
+            save_drafter(model, out)
+            tmp = out / (STATE + ".tmp")
+            torch.save(
+                {
+                    "config": asdict(cfg),
+                    "model": model.state_dict(),
+                    "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(),
+                    "step": step,
+                    "log": log,
+                },
+                tmp,
+            )
+            os.replace(tmp, state_path)
+            (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
+    bar.close()
+    return {
+        "steps": step,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "last": log[-1] if log else {},
+        "train_sequences": len(train_idx),
+        "held_out_sequences": len(held),
+    }

@@ -1,0 +1,144 @@
+"""Training pipeline on tiny models: resumable regeneration, the target cache, exact resume of training."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_target
+
+from draftsmith.errors import DraftsmithError
+from draftsmith.training.cache import TargetCache, build_cache, target_sequence, tokenize_pair
+from draftsmith.training.jsonl import read_rows
+from draftsmith.training.regenerate import RegenConfig, local_engine, regenerate
+from draftsmith.training.train import TrainConfig, train
+
+LAYERS = [1, 2]
+
+
+def write_prompts(path, n=6):
+    g = torch.Generator().manual_seed(0)
+    rows = [
+        {
+            "id": f"p{i}",
+            "prompt": " ".join(f"t{t}" for t in torch.randint(3, VOCAB, (6,), generator=g).tolist()),
+        }
+        for i in range(n)
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return rows
+
+
+def test_regeneration_resumes_without_losing_or_duplicating_rows(tmp_path):
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts)
+    out = tmp_path / "answers.jsonl"
+    calls = []
+
+    def flaky(rows):
+        calls.extend(r["id"] for r in rows)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C while the third prompt was in flight
+        return [{"answer": f"t{len(r['id'])} t5", "finish_reason": "eos", "new_tokens": 2} for r in rows]
+
+    with pytest.raises(KeyboardInterrupt):
+        regenerate(prompts, out, flaky, progress=False)
+    with out.open("a") as f:
+        f.write('{"id": "p2", "answ')  # and the process died mid-write
+    stats = regenerate(prompts, out, flaky, progress=False)
+    ids = [r["id"] for r in read_rows(out)]
+    assert ids == [f"p{i}" for i in range(6)]
+    assert stats["skipped"] == 2 and stats["written"] == 4
+
+
+def test_local_engine_writes_target_answers(tmp_path):
+    target = tiny_target()
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts, n=2)
+    out = tmp_path / "answers.jsonl"
+    regenerate(prompts, out, local_engine(target, RegenConfig(max_new_tokens=8)), progress=False)
+    rows = list(read_rows(out))
+    assert len(rows) == 2 and all(r["answer"] and r["new_tokens"] <= 8 for r in rows)
+
+
+def make_answers(tmp_path, n=6):
+    rows = write_prompts(tmp_path / "prompts.jsonl", n)
+    g = torch.Generator().manual_seed(1)
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text(
+        "".join(
+            json.dumps(
+                {
+                    **r,
+                    "answer": " ".join(f"t{t}" for t in torch.randint(3, VOCAB, (20,), generator=g).tolist()),
+                }
+            )
+            + "\n"
+            for r in rows
+        )
+    )
+    return answers
+
+
+def test_cache_round_trip_resume_and_target_check(tmp_path):
+    target = tiny_target()
+    answers = make_answers(tmp_path)
+    sizes = []
+    build_cache(target, answers, tmp_path / "cache", LAYERS, limit=3, shard_sequences=2, progress=False)
+    manifest = build_cache(
+        target,
+        answers,
+        tmp_path / "cache",
+        LAYERS,
+        shard_sequences=2,
+        progress=False,
+        confirm=lambda size, tokens, seqs: sizes.append(size) or True,
+    )
+    assert manifest["sequences"] == 6 and len(manifest["shards"]) == 4  # 2+1 kept, then 2+1 added
+    assert sizes and sizes[0] > 0
+    cache = TargetCache(tmp_path / "cache", target)
+    row = next(iter(read_rows(answers)))
+    ids, mask = tokenize_pair(target, row["prompt"], row["answer"], 1024)
+    ref = target_sequence(target, ids, mask, LAYERS)
+    got = cache[0]
+    assert got.ids.tolist() == ids and got.loss_mask.tolist() == mask
+    torch.testing.assert_close(got.features, ref.features, atol=2e-2, rtol=2e-2)  # fp16 storage
+    torch.testing.assert_close(got.lse, ref.lse)
+    other = tiny_target("qwen3", seed=3)
+    with pytest.raises(DraftsmithError, match="built for"):
+        TargetCache(tmp_path / "cache", other)
+    with pytest.raises(DraftsmithError, match="other settings"):
+        build_cache(target, answers, tmp_path / "cache", [1, 3], progress=False)
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_training_resume_continues_exactly(tmp_path, method):
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=8)
+    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = TrainConfig(
+        method=method,
+        steps=6,
+        batch=2,
+        anchors=4,
+        block_size=4,
+        markov_rank=8,
+        draft_vocab=48,
+        eval_every=3,
+        save_every=3,
+        held_out=2,
+        lr=3e-3,
+    )
+    train(target, cache, cfg, tmp_path / "straight", progress=False)
+    train(target, cache, cfg, tmp_path / "resumed", progress=False, stop_after=3)  # interrupted at step 3
+    assert torch.load(tmp_path / "resumed" / "trainer_state.pt", weights_only=False)["step"] == 3
+    train(target, cache, cfg, tmp_path / "resumed", progress=False)  # picks up at step 4
+    state = torch.load(tmp_path / "resumed" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 6
+    a = torch.load(tmp_path / "straight" / "trainer_state.pt", weights_only=False)["model"]
+    for k in a:
+        torch.testing.assert_close(a[k], state["model"][k])
+    log = [json.loads(x) for x in (tmp_path / "straight" / "train_log.jsonl").read_text().splitlines()]
+    assert len(log) == 6 and "held_out_tau" in log[2]
