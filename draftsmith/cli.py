@@ -162,8 +162,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     print("loading the default target (SmolLM2-135M-Instruct; the first run converts the GGUF, ~20 s)...")
     target = load_target(args.target, dtype=args.dtype, device=args.device)
+    from draftsmith.drafters.dflash.drafter import shipped_drafter
+
     prompts = {"demo": [load_suite(s, 1)[0] for s in DEMO_SUITES]}
-    methods = ["plain", "ngram"] + (["draft-model"] if args.draft_model else [])
+    trained = [m for m in ("dflash", "dspark") if shipped_drafter(m, target)]
+    methods = ["plain", "ngram", *trained] + (["draft-model"] if args.draft_model else [])
     result = run_bench(
         target,
         prompts,
@@ -183,7 +186,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.action == "prompts":
         from draftsmith.training.prompts import main_prompts
 
-        stats = main_prompts(args.n, args.out, seed=args.seed, user_jsonl=args.user_jsonl)
+        stats = main_prompts(args.n, args.out, seed=args.seed or 0, user_jsonl=args.user_jsonl)
         print(json.dumps(stats, indent=1))
         return 0
     from draftsmith.api import load_target
@@ -241,7 +244,8 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from draftsmith.api import load_target
-    from draftsmith.training.cache import TargetCache
+    from draftsmith.drafters.dflash.config import default_target_layers
+    from draftsmith.training.cache import OnlineData, TargetCache
     from draftsmith.training.train import TrainConfig, train
 
     cfg = TrainConfig(
@@ -258,10 +262,18 @@ def cmd_train(args: argparse.Namespace) -> int:
         seed=args.seed,
         eval_every=args.eval_every,
         save_every=args.save_every,
+        save_dtype=args.save_dtype,
     )
     target = load_target(args.target, args.dtype, args.device)
-    data = TargetCache(args.cache, target)
-    print(json.dumps(train(target, data, cfg, args.out, resume=not args.no_resume), indent=1))
+    if bool(args.cache) == bool(args.answers):
+        raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
+    if args.cache:
+        data = TargetCache(args.cache, target)
+    else:
+        layers = default_target_layers(target.runner.num_layers)
+        data = OnlineData(target, args.answers, layers, args.max_len)
+    result = train(target, data, cfg, args.out, resume=not args.no_resume, stop_after=args.stop_after)
+    print(json.dumps(result, indent=1))
     return 0
 
 
@@ -368,7 +380,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("train", help="train a DFlash or DSpark drafter on a target cache")
     p.add_argument("--method", choices=["dflash", "dspark"], default="dspark")
-    p.add_argument("--cache", required=True)
+    p.add_argument("--cache", default=None, help="a target cache from `draftsmith data cache`")
+    p.add_argument("--answers", default=None, help="or: regenerated answers, target states computed online")
+    p.add_argument("--max-len", type=int, default=1024, help="online: longest sequence")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=8)
@@ -383,6 +397,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--no-resume", action="store_true")
+    p.add_argument(
+        "--init",
+        choices=["target", "random"],
+        default="target",
+        help="start the draft layers from the target's last layers, or at random",
+    )
+    p.add_argument(
+        "--save-dtype",
+        choices=["float32", "float16", "bfloat16"],
+        default="float32",
+        help="dtype of the saved drafter (float16 halves the size for shipping)",
+    )
+    p.add_argument("--stop-after", type=int, default=None, help="end this run at that step (resume later)")
     _add_target_args(p)
     p.set_defaults(func=cmd_train)
 

@@ -76,3 +76,53 @@ def test_bench_writes_json_with_losslessness(capsys, tmp_path):
     assert set(rows) == {"plain", "ngram", "hf-plain"}
     assert rows["ngram"]["identical"] == 1 and rows["hf-plain"]["identical"] == 1
     assert rows["ngram"]["speedup_median"] > 0 and len(data["records"]) == 6
+
+
+def test_training_commands_end_to_end(capsys, tmp_path):
+    """prompts -> (answers) -> cache -> train -> generate with the trained drafter, on the real target."""
+    code, out, _ = run(capsys, "data", "prompts", "--n", "40", "--out", str(tmp_path / "prompts"))
+    assert code == 0 and (tmp_path / "prompts" / "train.jsonl").is_file()
+    answers = tmp_path / "answers.jsonl"  # regeneration is covered on tiny models; keep this fast
+    answers.write_text(
+        json.dumps({"id": "a", "prompt": "What is 3+4?", "answer": "3 + 4 = 7. The answer is 7."})
+        + "\n"
+        + json.dumps({"id": "b", "prompt": "Name a color.", "answer": "Blue is a color of the sky."})
+        + "\n"
+    )
+    code, _, err = run(capsys, "data", "cache", "--answers", str(answers), "--out", str(tmp_path / "cache"))
+    assert code == 0 and "GiB" in err
+    code, out, _ = run(
+        capsys,
+        "train",
+        "--method",
+        "dspark",
+        "--cache",
+        str(tmp_path / "cache"),
+        "--out",
+        str(tmp_path / "d"),
+        "--steps",
+        "2",
+        "--batch",
+        "1",
+        "--anchors",
+        "4",
+        "--draft-vocab",
+        "512",
+        "--eval-every",
+        "1",
+    )
+    assert code == 0 and json.loads(out)["steps"] == 2
+    code, out, err = run(
+        capsys,
+        "generate",
+        "What is 3+4?",
+        "--method",
+        "dspark",
+        "--drafter",
+        str(tmp_path / "d"),
+        "--max-new-tokens",
+        "8",
+    )
+    assert code == 0 and "[dspark]" in err
+    code, _, err = run(capsys, "generate", "hi", "--method", "dflash", "--drafter", str(tmp_path / "d"))
+    assert code == 2 and "dspark" in err

@@ -98,3 +98,15 @@ def test_missing_and_corrupt_models_are_clear_errors(tmp_path, smollm):
         build_drafter("draft-model", smollm)
     with pytest.raises(DraftsmithError, match="unknown method"):
         build_drafter("eagle9", smollm)
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_shipped_drafters_are_lossless_on_the_default_target(smollm, method):
+    drafter = build_drafter(method, smollm)  # no --drafter: the one shipped in the package
+    for text in PROMPTS[:2]:
+        ids = smollm.encode(text)
+        out = generate(smollm, ids, drafter, max_new_tokens=40)
+        assert out.tokens == hf_greedy(smollm, ids, 40), (method, text)
+        assert out.stats.drafted > 0
+    sampled = generate(smollm, PROMPTS[0], drafter, max_new_tokens=16, temperature=0.7, seed=3)
+    assert sampled.stats.new_tokens > 0

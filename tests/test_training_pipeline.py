@@ -142,3 +142,47 @@ def test_training_resume_continues_exactly(tmp_path, method):
         torch.testing.assert_close(a[k], state["model"][k])
     log = [json.loads(x) for x in (tmp_path / "straight" / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 6 and "held_out_tau" in log[2]
+
+
+def test_online_data_matches_the_cache(tmp_path):
+    from draftsmith.training.cache import OnlineData
+
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=3)
+    build_cache(target, answers, tmp_path / "cache", LAYERS, dtype="float32", progress=False)
+    cache, online = TargetCache(tmp_path / "cache", target), OnlineData(target, answers, LAYERS)
+    assert len(cache) == len(online) == 3
+    for i in range(3):
+        a, b = cache[i], online[i]
+        assert a.ids.tolist() == b.ids.tolist()
+        torch.testing.assert_close(a.features, b.features)
+        torch.testing.assert_close(a.final, b.final)
+    assert (cache.token_counts(VOCAB) == online.token_counts(VOCAB)).all()
+
+
+def test_training_runs_under_torchrun_with_two_processes(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
+    worker = Path(__file__).parent / "ddp_worker.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node",
+        "2",
+        "--master_port",
+        "29533",
+        str(worker),
+        str(tmp_path / "cache"),
+        str(tmp_path / "out"),
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    state = torch.load(tmp_path / "out" / "trainer_state.pt", weights_only=False)
+    assert state["step"] == 2 and (tmp_path / "out" / "model.safetensors").is_file()

@@ -208,3 +208,30 @@ class TargetCache:
             ids = np.asarray(a["ids"])[np.asarray(a["loss_mask"]).astype(bool)]
             counts += np.bincount(ids, minlength=vocab)[:vocab]
         return counts
+
+
+class OnlineData:
+    """The same interface as TargetCache, computing target states on the fly (when disk is short).
+
+    Costs one target forward per sequence per use instead of disk space.
+    """
+
+    def __init__(self, target, answers: str | Path, layers: list[int], max_len: int = 1024) -> None:
+        self.target, self.layers = target, list(layers)
+        self.pairs = [tokenize_pair(target, r["prompt"], r["answer"], max_len) for r in iter_pairs(answers)]
+        if not self.pairs:
+            raise DraftsmithError(f"{answers} has no prompt/answer rows")
+
+    def __len__(self) -> int:
+        return len(self.pairs)
+
+    def __getitem__(self, i: int) -> Sequence:
+        ids, mask = self.pairs[i]
+        return target_sequence(self.target, ids, mask, self.layers)
+
+    def token_counts(self, vocab: int) -> np.ndarray:
+        counts = np.zeros(vocab, dtype=np.int64)
+        for ids, mask in self.pairs:
+            learned = [t for t, m in zip(ids, mask, strict=True) if m and t < vocab]
+            counts += np.bincount(learned, minlength=vocab)[:vocab]
+        return counts

@@ -50,6 +50,8 @@ class TrainConfig:
     eval_every: int = 100
     save_every: int = 200
     held_out: int = 16  # cache sequences kept for the held-out tau
+    init: str = "target"  # "target": copy the target's last layers; "random"
+    save_dtype: str = "float32"  # dtype of the drafter files (float16 to ship); resume state stays fp32
 
     def __post_init__(self) -> None:
         if self.method not in ("dflash", "dspark"):
@@ -175,6 +177,8 @@ def train(
     torch.manual_seed(cfg.seed)
     model = DFlashModel(dcfg)
     model.init_weights(cfg.seed)
+    if cfg.init == "target":
+        model.init_from_target(target.model)
     if dcfg.draft_vocab_size and dcfg.draft_vocab_size < dcfg.target_vocab_size:
         counts = torch.from_numpy(data.token_counts(dcfg.target_vocab_size))
         model.d2t = counts.topk(dcfg.draft_vocab_size).indices.sort().values
@@ -223,7 +227,7 @@ def train(
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", tau=f"{metrics['tau_est']:.2f}")
         bar.update()
         if rank == 0 and (step % cfg.save_every == 0 or step == end):
-            save_drafter(model, out)
+            save_drafter(model, out, dtype=getattr(torch, cfg.save_dtype))
             tmp = out / (STATE + ".tmp")
             torch.save(
                 {

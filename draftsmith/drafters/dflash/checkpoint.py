@@ -22,7 +22,7 @@ def target_fingerprint(target) -> str:
     return hashlib.sha1(json.dumps([target.vocab_fingerprint(), arch]).encode()).hexdigest()[:16]
 
 
-def save_drafter(model: DFlashModel, directory: str | Path) -> Path:
+def save_drafter(model: DFlashModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
     """Each file is written to a temporary name and renamed over the old one, so an interrupted save
     leaves the previous checkpoint readable (the config never changes during a run)."""
     out = Path(directory)
@@ -30,6 +30,8 @@ def save_drafter(model: DFlashModel, directory: str | Path) -> Path:
     model.cfg.save(out, tmp_suffix=".tmp")
     os.replace(out / "config.json.tmp", out / "config.json")
     tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if dtype is not None:  # e.g. fp16 for shipping; integer buffers (d2t) keep their type
+        tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
     save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
     os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
     return out

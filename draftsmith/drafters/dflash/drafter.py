@@ -9,13 +9,32 @@ use to stop the draft early (prefix survival prod c_k below the threshold).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.drafters.dflash.checkpoint import load_drafter
+from draftsmith.drafters.dflash.checkpoint import load_drafter, target_fingerprint
+from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.engine.sampling import SamplingParams, sample, target_probs
 from draftsmith.errors import DraftsmithError
+
+PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+
+
+def shipped_drafter(method: str, target) -> Path | None:
+    """The drafter shipped in the package for this target, if there is one."""
+    if not PRETRAINED.is_dir():
+        return None
+    fingerprint = target_fingerprint(target)
+    for path in sorted(PRETRAINED.glob(f"*-{method}")):
+        try:
+            if DFlashConfig.load(path).target_fingerprint == fingerprint:
+                return path
+        except DraftsmithError:
+            continue
+    return None
 
 
 class DFlashDrafter(Drafter):
@@ -34,8 +53,12 @@ class DFlashDrafter(Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
+        drafter = drafter or shipped_drafter(cls.name, target)
         if not drafter:
-            raise DraftsmithError(f"method {cls.name!r} needs --drafter DIR (a trained drafter checkpoint)")
+            raise DraftsmithError(
+                f"method {cls.name!r} needs --drafter DIR (a trained drafter; draftsmith ships one only "
+                "for the default target): train one with `draftsmith train`"
+            )
         model = drafter if isinstance(drafter, DFlashModel) else load_drafter(drafter, target)
         if (model.cfg.markov_rank > 0) != (cls.name == "dspark"):
             kind = "DSpark" if model.cfg.markov_rank else "DFlash"

@@ -147,6 +147,34 @@ class DFlashModel(nn.Module):
         k = torch.arange(self.cfg.block_size, device=device, dtype=torch.float32)
         return torch.exp(-k / self.cfg.gamma)
 
+    @torch.no_grad()
+    def init_from_target(self, target_model: nn.Module) -> None:
+        """Start from the target's last decoder layers and final norm, and an fc that passes the
+        deepest selected layer through. With little data this beats a random start: the block
+        path begins as a real (shallow) transformer over sensible context states."""
+        base = target_model.model
+        src_layers = list(base.layers)[-len(self.layers) :]
+        for mine, theirs in zip(self.layers, src_layers, strict=True):
+            a, mlp = theirs.self_attn, theirs.mlp
+            pairs = [
+                (mine.ln1.weight, theirs.input_layernorm.weight),
+                (mine.q.weight, a.q_proj.weight),
+                (mine.k.weight, a.k_proj.weight),
+                (mine.v.weight, a.v_proj.weight),
+                (mine.o.weight, a.o_proj.weight),
+                (mine.ln2.weight, theirs.post_attention_layernorm.weight),
+                (mine.down.weight, mlp.down_proj.weight),
+            ]
+            pairs.append((mine.gate_up.weight, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight])))
+            if any(dst.shape != src.shape for dst, src in pairs):
+                return  # a drafter narrower than its target keeps the random start
+            for dst, src in pairs:
+                dst.copy_(src)
+        self.norm.weight.copy_(base.norm.weight)
+        h = self.cfg.hidden_size
+        self.fc.weight.zero_()
+        self.fc.weight[:, -h:] = torch.eye(h)
+
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
         for name, p in self.named_parameters():
