@@ -263,6 +263,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         eval_every=args.eval_every,
         save_every=args.save_every,
         save_dtype=args.save_dtype,
+        init=args.init,
     )
     target = load_target(args.target, args.dtype, args.device)
     if bool(args.cache) == bool(args.answers):
