@@ -121,7 +121,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from draftsmith.api import load_target
-    from draftsmith.evaluation.bench import markdown_table, run_bench, validate_methods
+    from draftsmith.evaluation.bench import calibration_table, markdown_table, run_bench, validate_methods
     from draftsmith.evaluation.suites import load_suite
 
     methods = validate_methods([m.strip() for m in args.methods.split(",") if m.strip()])
@@ -143,6 +143,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         source=args.target,
     )
     table = markdown_table(result.summaries)
+    calib = calibration_table(result.summaries)
+    if calib:
+        table += "\n\nConfidence calibration (DSpark):\n\n" + calib
     print(table)
     if args.out:
         Path(args.out).write_text(json.dumps(result.to_json(), indent=1))

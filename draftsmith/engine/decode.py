@@ -119,11 +119,13 @@ def speculative_generate(
             finish = "context" if len(new) < stop.max_new_tokens else "length"
             break
         k_round = min(k, room - 1)
+        if cost and k_round and stats.rounds % 8 != 7:  # every 8th round explores the full draft
+            k_round = best_length(k_round, cost, history)  # decided before drafting: no wasted guesses
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
-        if cost and k_use:  # explore the full draft every 8th round so estimates keep updating
-            k_use = k_use if stats.rounds % 8 == 7 else best_length(k_use, cost, history)
+        if cost and k_use and stats.rounds % 8 != 7:  # a shorter draft than planned may pay less
+            k_use = best_length(k_use, cost, history)
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None
         t1 = now(device)
@@ -140,6 +142,10 @@ def speculative_generate(
         eos_at = next((i for i, t in enumerate(round_tokens) if t in stop.eos_ids), None)
         produced = len(round_tokens) if eos_at is None else eos_at + 1
         stats.record_round(len(draft_tokens), n_acc, produced)
+        confidences = getattr(drafter, "confidences", None)
+        if confidences and len(draft_tokens):  # slot i is judged only if all before it passed
+            for i in range(min(n_acc + 1, len(draft_tokens), len(confidences))):
+                stats.confidence.append((i, confidences[i], i < n_acc))
         history.update(len(draft_tokens), n_acc)
         if eos_at is not None:
             round_tokens = round_tokens[:eos_at]

@@ -17,6 +17,7 @@ class GenerationStats:
     produced: int = 0
     drafted_at: list[int] = field(default_factory=list)  # rounds that drafted position i
     accepted_at: list[int] = field(default_factory=list)  # rounds that accepted position i
+    confidence: list[tuple[int, float, bool]] = field(default_factory=list)  # (position, c, accepted)
     prefill_s: float = 0.0
     draft_s: float = 0.0
     verify_s: float = 0.0
@@ -40,6 +41,7 @@ class GenerationStats:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for name in ("prefill_s", "draft_s", "verify_s", "total_s"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.confidence.extend(other.confidence)
         n = max(len(self.drafted_at), len(other.drafted_at))
         for mine, theirs in ((self.drafted_at, other.drafted_at), (self.accepted_at, other.accepted_at)):
             mine.extend([0] * (n - len(mine)))

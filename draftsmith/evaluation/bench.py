@@ -22,6 +22,7 @@ from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
+from draftsmith.evaluation.calibration import by_position
 from draftsmith.evaluation.peers import PEERS, HFPeer
 from draftsmith.evaluation.suites import Prompt
 from draftsmith.models.target import Target
@@ -53,6 +54,7 @@ class MethodSummary:
     tok_s_max: float
     speedup_median: float | None
     identical: int | None  # prompts whose greedy output equals plain's (None when sampling)
+    calibration: list[dict] = field(default_factory=list)  # confidence heads: ECE/AUROC per position
 
 
 @dataclass
@@ -209,9 +211,27 @@ def summarise(
                     tok_s_max=round(max(tok_s), 2),
                     speedup_median=None if name == BASELINE else round(statistics.median(speed), 3),
                     identical=identical,
+                    calibration=by_position(pooled.confidence),
                 )
             )
     return out
+
+
+def calibration_table(summaries: list[MethodSummary], positions: int = 4) -> str:
+    """Confidence-head quality per suite and draft position (empty when no method has one)."""
+    rows = [(s, c) for s in summaries for c in s.calibration[:positions]]
+    if not rows:
+        return ""
+    lines = [
+        "| suite | method | position | judged slots | accept rate | mean confidence | ECE | AUROC |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s, c in rows:
+        lines.append(
+            f"| {s.suite} | {s.method} | {c['position']} | {c['n']} | {c['accept_rate']:.2f} | "
+            f"{c['mean_confidence']:.2f} | {c['ece']:.3f} | {c['auroc']:.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
