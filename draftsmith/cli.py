@@ -268,9 +268,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         save_dtype=args.save_dtype,
         init=args.init,
     )
-    target = load_target(args.target, args.dtype, args.device)
-    if bool(args.cache) == bool(args.answers):
+    if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
+    target = load_target(args.target, args.dtype, args.device)
     if args.cache:
         data = TargetCache(args.cache, target)
     else:

@@ -124,7 +124,7 @@ def speculative_generate(
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
-        if cost and k_use and stats.rounds % 8 != 7:  # a shorter draft than planned may pay less
+        if cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
             k_use = best_length(k_use, cost, history)
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None

@@ -121,7 +121,6 @@ class LeanLlamaRunner(ModelRunner):
                 )
             )
         self.plan: dict[int, tuple[int, bool]] = {}
-        self.step_cost: dict[int, float] = {}
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
 
