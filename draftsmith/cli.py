@@ -199,16 +199,21 @@ def cmd_data(args: argparse.Namespace) -> int:
 
         _sampling(args)  # validate
         cfg = RegenConfig(
-            args.max_new_tokens, args.temperature, args.top_p, args.top_k, args.seed or 0, args.batch
+            args.max_new_tokens,
+            args.temperature,
+            args.top_p,
+            args.top_k,
+            args.seed or 0,
+            args.batch,
+            args.max_prompt_tokens,
         )
         if args.engine == "openai":
             if not args.base_url or not args.model:
                 raise DraftsmithError("--engine openai needs --base-url and --model")
             engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
-            chunk = args.concurrency
         else:
-            engine, chunk = local_engine(load_target(args.target, args.dtype, args.device), cfg), args.batch
-        print(json.dumps(regenerate(args.prompts, args.out, engine, chunk=chunk, limit=args.limit)))
+            engine = local_engine(load_target(args.target, args.dtype, args.device), cfg)
+        print(json.dumps(regenerate(args.prompts, args.out, engine, limit=args.limit)))
         return 0
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import build_cache
@@ -364,12 +369,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--user-jsonl", default=None, help="prompts: your own prompts to include")
     p.add_argument("--prompts", default=None, help="regenerate: prompts JSONL (e.g. DIR/train.jsonl)")
     p.add_argument("--engine", choices=["local", "openai"], default="local")
+    p.add_argument(
+        "--max-prompt-tokens", type=int, default=None, help="regenerate local: skip longer prompts"
+    )
     p.add_argument("--base-url", default=None, help="regenerate --engine openai: e.g. http://host:8000/v1")
     p.add_argument("--model", default=None, help="regenerate --engine openai: served model name")
     p.add_argument("--api-key", default="EMPTY")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument(
-        "--batch", type=int, default=1, help="regenerate local: prompts per batch (1 = speculative)"
+        "--batch", type=int, default=32, help="regenerate local: sequences in flight (1 = speculative engine)"
     )
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")

@@ -18,8 +18,9 @@ from draftsmith.drafters.draft_model import DraftModelDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.backends import make_runner
+from draftsmith.engine.batch_sampler import BatchSampler
 from draftsmith.engine.decode import StopRule, speculative_generate
-from draftsmith.engine.sampling import SamplingParams, sample, target_probs
+from draftsmith.engine.sampling import SamplingParams, sample, sample_logits, target_probs
 from draftsmith.engine.verify import verify_sampling
 from draftsmith.errors import DraftsmithError
 
@@ -123,3 +124,42 @@ def test_wrong_verifier_is_detected(setup):
     drafter = DraftModelDrafter(setup[1], V, k=2)
     counts = sample_counts(setup, drafter, N_SAMPLES, verifier=wrong_verifier)
     assert gof_pvalue(counts, setup[-1]) < 1e-6
+
+
+def test_batch_sampler_matches_exact_distribution(setup):
+    """Continuous batching (slots refilled as sequences end) draws from the same distribution."""
+    target, _, params, ids, seqs, exact = setup
+    sampler = BatchSampler(make_runner(target), slots=32, capacity=len(ids) + N_NEW)
+    index = {s: i for i, s in enumerate(seqs)}
+    counts = torch.zeros(len(seqs))
+    seeded = SamplingParams(temperature=params.temperature, top_k=params.top_k, seed=0)
+    for done in sampler.generate([ids.tolist()] * N_SAMPLES, N_NEW, seeded, frozenset()):
+        counts[index[tuple(done.tokens)]] += 1
+    assert counts.sum() == N_SAMPLES
+    assert gof_pvalue(counts, exact) > 1e-3
+
+
+@pytest.mark.parametrize("top_k,top_p", [(3, 1.0), (4, 0.6), (0, 0.8), (2, 0.3)])
+def test_sample_logits_and_fast_top_k_match_the_reference_distribution(top_k, top_p):
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(4, 12, generator=g) * 2
+    logits[3, :3] = 5.0  # a three-way tie at the top: the exact (tie-keeping) path
+    params = SamplingParams(temperature=0.9, top_p=top_p, top_k=top_k, seed=1)
+    # the reference: mask the whole vocabulary, softmax, nucleus
+    ref = logits / params.temperature
+    if top_k:
+        ref = ref.masked_fill(ref < torch.topk(ref, top_k, -1).values[:, -1:], float("-inf"))
+    ref = torch.softmax(ref, -1)
+    sorted_p, idx = torch.sort(ref, -1, descending=True)
+    drop = torch.zeros_like(ref, dtype=torch.bool).scatter(-1, idx, (sorted_p.cumsum(-1) - sorted_p) >= top_p)
+    ref = ref.masked_fill(drop, 0.0)
+    ref = ref / ref.sum(-1, keepdim=True)
+    assert torch.allclose(target_probs(logits, params), ref, atol=1e-6)
+    gen = params.generator()
+    draws = torch.stack([sample_logits(logits, params, gen) for _ in range(4000)])  # [4000, 4]
+    for row in range(4):
+        counts = torch.bincount(draws[:, row], minlength=12).float()
+        assert (counts[ref[row] == 0] == 0).all()  # never a token outside top-k / top-p
+        keep = ref[row] > 0
+        if keep.sum() > 1:
+            assert chisquare(counts[keep].numpy(), (ref[row, keep] * 4000).numpy()).pvalue > 1e-3

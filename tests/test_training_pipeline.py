@@ -37,10 +37,11 @@ def test_regeneration_resumes_without_losing_or_duplicating_rows(tmp_path):
     calls = []
 
     def flaky(rows):
-        calls.extend(r["id"] for r in rows)
-        if len(calls) == 3:
-            raise KeyboardInterrupt  # the user pressed Ctrl-C while the third prompt was in flight
-        return [{"answer": f"t{len(r['id'])} t5", "finish_reason": "eos", "new_tokens": 2} for r in rows]
+        for r in rows:
+            calls.append(r["id"])
+            if len(calls) == 3:
+                raise KeyboardInterrupt  # the user pressed Ctrl-C while the third prompt was in flight
+            yield r, {"answer": f"t{len(r['id'])} t5", "finish_reason": "eos", "new_tokens": 2}
 
     with pytest.raises(KeyboardInterrupt):
         regenerate(prompts, out, flaky, progress=False)
@@ -110,6 +111,11 @@ def test_cache_round_trip_resume_and_target_check(tmp_path):
         TargetCache(tmp_path / "cache", other)
     with pytest.raises(DraftsmithError, match="other settings"):
         build_cache(target, answers, tmp_path / "cache", [1, 3], progress=False)
+    rows = list(read_rows(answers))
+    rows[0], rows[1] = rows[1], rows[0]  # the answers file was rewritten: resuming would mix rows up
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(DraftsmithError, match="other rows"):
+        build_cache(target, answers, tmp_path / "cache", LAYERS, shard_sequences=2, progress=False)
 
 
 @pytest.mark.parametrize("method", ["dflash", "dspark"])

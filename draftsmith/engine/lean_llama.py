@@ -144,7 +144,8 @@ class LeanLlamaRunner(ModelRunner):
 
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
         n_real = ids.shape[1]
-        rows, row_major = self.plan.get(n_real, (n_real, False))
+        # unplanned (long) steps: the [out, in] GEMM layout wins from a few rows on
+        rows, row_major = self.plan.get(n_real, (n_real, self.dual and n_real > 16))
         if rows > n_real:
             ids = torch.cat([ids, ids[:, -1:].expand(1, rows - n_real)], dim=1)
         n, start = ids.shape[1], self.length

@@ -53,17 +53,27 @@ def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
     logits = logits / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
-        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    if params.top_p < 1.0:
-        sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
-        # keep the smallest prefix whose mass reaches top_p (the token crossing the line stays)
-        drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= params.top_p
-        drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
-        probs = probs.masked_fill(drop, 0.0)
-        probs = probs / probs.sum(-1, keepdim=True)
-    return probs
+        # only the k largest survive, so normalise and nucleus-filter those k, not the whole vocabulary
+        vals, idx = torch.topk(logits, params.top_k, dim=-1)
+        kth = vals[..., -1:]
+        keep = logits >= kth  # ties with the k-th logit stay, as a full-vocabulary top-k would keep them
+        if int(keep.sum(-1).max()) == params.top_k:
+            kept = _top_p(torch.softmax(vals, dim=-1), params.top_p)
+            return torch.zeros_like(logits).scatter(-1, idx, kept)
+        logits = logits.masked_fill(~keep, float("-inf"))
+    return _top_p(torch.softmax(logits, dim=-1), params.top_p)
+
+
+def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Keep the smallest prefix (by probability) whose mass reaches top_p; renormalise."""
+    if top_p >= 1.0:
+        return probs
+    sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
+    # the token crossing the line stays
+    drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
+    probs = probs.masked_fill(drop, 0.0)
+    return probs / probs.sum(-1, keepdim=True)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -71,3 +81,21 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     flat = probs.reshape(-1, probs.shape[-1])
     out = torch.multinomial(flat, 1, generator=generator)
     return out.reshape(probs.shape[:-1])
+
+
+def sample_logits(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> torch.Tensor:
+    """Draw one token per row of logits [B, V] from `target_probs`'s distribution.
+
+    With top-k set, the draw runs over the k candidates only (a batch of rows then costs a top-k, not
+    a full-vocabulary softmax and multinomial per row); ties at the k-th logit take the exact path.
+    """
+    if params.greedy:
+        return logits.argmax(-1)
+    if params.top_k and params.top_k < logits.shape[-1]:
+        vals, idx = torch.topk(logits.float() / params.temperature, params.top_k, dim=-1)
+        if not bool((logits.float() / params.temperature >= vals[:, -1:]).sum(-1).gt(params.top_k).any()):
+            probs = _top_p(torch.softmax(vals, dim=-1), params.top_p)
+            return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
+    return sample(target_probs(logits, params), generator)

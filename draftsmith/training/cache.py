@@ -10,6 +10,7 @@ another target or other layers is refused instead of mixed in.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -85,6 +86,11 @@ def _write_shard(path: Path, seqs: list[Sequence], dtype: str) -> dict:
     return {"name": path.name, "sequences": len(seqs), "tokens": int(sum(lengths))}
 
 
+def _digest(pairs: list[tuple[list[int], list[bool]]]) -> str:
+    """Identity of the rows a shard was built from (token ids and loss masks)."""
+    return hashlib.sha1(json.dumps(pairs).encode()).hexdigest()[:16]
+
+
 def _manifest_key(target, layers: list[int], dtype: str, max_len: int) -> dict:
     return {
         "target_name": target.name,
@@ -134,7 +140,15 @@ def build_cache(
     if confirm is not None and not confirm(size, total_tokens, len(pairs)):
         raise DraftsmithError("cache build cancelled")
     out.mkdir(parents=True, exist_ok=True)
-    done = sum(s["sequences"] for s in shards)
+    done = 0
+    for shard in shards:  # resuming only makes sense over the same leading rows of the same answers
+        group = pairs[done : done + shard["sequences"]]
+        if len(group) < shard["sequences"] or shard.get("digest", _digest(group)) != _digest(group):
+            raise DraftsmithError(
+                f"{out}/{shard['name']} was built from other rows than {answers} now holds at that position; "
+                "build this answers file into a new --out directory"
+            )
+        done += shard["sequences"]
     bar = tqdm(total=len(pairs), initial=done, desc="cache", unit="seq", disable=not progress)
     for start in range(done, len(pairs), shard_sequences):
         group = pairs[start : start + shard_sequences]
@@ -142,7 +156,9 @@ def build_cache(
         for ids, mask in group:
             seqs.append(target_sequence(target, ids, mask, layers))
             bar.update()
-        shards.append(_write_shard(out / f"shard-{len(shards):05d}", seqs, dtype))
+        shards.append(
+            {**_write_shard(out / f"shard-{len(shards):05d}", seqs, dtype), "digest": _digest(group)}
+        )
         manifest = {
             "format": FORMAT,
             **key,

@@ -3,8 +3,8 @@
 Resumable: rows are appended (and fsynced) one by one, and a restart skips ids already written, so
 an interruption loses at most the prompt in flight and never duplicates a row. Engines:
 - "local" (default): in-process. batch 1 uses draftsmith's speculative engine (ngram drafter,
-  lossless sampling); batch > 1 uses batched transformers sampling, which has more throughput on
-  a CPU once several prompts are in flight.
+  lossless sampling); batch > 1 uses continuous batching (`engine/batch_sampler.py`), which has
+  far more throughput once many prompts are in flight.
 - "openai": any OpenAI-compatible server (vLLM, SGLang, llama.cpp server) for users with GPUs.
 """
 
@@ -16,7 +16,7 @@ import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +35,15 @@ class RegenConfig:
     top_p: float = 0.8
     top_k: int = 20
     seed: int = 0
-    batch: int = 1
+    batch: int = 32
+    max_prompt_tokens: int | None = None  # skip longer prompts (their prefill and cache cost most)
+
+    def __post_init__(self) -> None:
+        for name in ("max_new_tokens", "batch"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise DraftsmithError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        if self.max_prompt_tokens is not None and self.max_prompt_tokens < 1:
+            raise DraftsmithError(f"max_prompt_tokens must be positive, got {self.max_prompt_tokens}")
 
 
 def _prompts(path: str | Path) -> list[dict]:
@@ -50,60 +58,103 @@ def _prompts(path: str | Path) -> list[dict]:
     return rows
 
 
-def local_engine(target, cfg: RegenConfig) -> Callable[[list[dict]], list[dict]]:
-    """Answers from the in-process target (speculative engine at batch 1, batched HF above)."""
-    from draftsmith.drafters.registry import build_drafter
-    from draftsmith.engine.decode import speculative_generate
+Engine = Callable[[list[dict]], Iterable[tuple[dict, dict]]]
+"""Takes prompt rows; yields (row, answer fields) pairs as answers finish, in any order."""
 
-    drafter = build_drafter("ngram", target)
+
+def _answer(target, tokens: list[int], finish_reason: str) -> dict:
+    return {"answer": target.decode(tokens), "finish_reason": finish_reason, "new_tokens": len(tokens)}
+
+
+def local_engine(target, cfg: RegenConfig) -> Engine:
+    """Answers from the in-process target.
+
+    batch 1: the speculative engine (ngram drafter, lossless sampling), seeded per prompt id.
+    batch > 1: continuous batching over the lean runner (`BatchSampler`, ~6x the batch-1 throughput
+    on a 2-core CPU at batch 32); models without the lean path use batched transformers sampling.
+    """
+    from draftsmith.drafters.registry import build_drafter
+    from draftsmith.engine.batch_sampler import BatchSampler
+    from draftsmith.engine.decode import speculative_generate
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
+
+    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed)
     tok = target.tokenizer
 
-    def one(row: dict, index: int) -> dict:
-        params = SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed + index)
-        res = speculative_generate(
-            target.runner, drafter, target.encode(row["prompt"]), target.stop_rule(cfg.max_new_tokens), params
-        )
-        return {
-            "answer": target.decode(res.tokens),
-            "finish_reason": res.finish_reason,
-            "new_tokens": len(res.tokens),
-        }
+    def encode(rows: list[dict]) -> tuple[list[dict], list[list[int]]]:
+        encoded = [target.encode(r["prompt"]) for r in rows]
+        if cfg.max_prompt_tokens:
+            kept = [(r, e) for r, e in zip(rows, encoded, strict=True) if len(e) <= cfg.max_prompt_tokens]
+            rows, encoded = [r for r, _ in kept], [e for _, e in kept]
+        limit = target.runner.max_context
+        too_long = [
+            r["id"] for r, e in zip(rows, encoded, strict=True) if len(e) + cfg.max_new_tokens > limit
+        ]
+        if too_long:
+            raise DraftsmithError(
+                f"{len(too_long)} prompt(s) plus --max-new-tokens {cfg.max_new_tokens} exceed the target's "
+                f"context of {limit} tokens (ids: {', '.join(too_long[:5])}); drop them or lower the budget"
+            )
+        return rows, encoded
+
+    def speculative(rows: list[dict]) -> Iterable[tuple[dict, dict]]:
+        drafter = build_drafter("ngram", target)
+        for row, ids in zip(*encode(rows), strict=True):
+            p = SamplingParams(
+                cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed + zlib.crc32(row["id"].encode())
+            )
+            res = speculative_generate(target.runner, drafter, ids, target.stop_rule(cfg.max_new_tokens), p)
+            yield row, _answer(target, res.tokens, res.finish_reason)
 
     @torch.inference_mode()
-    def batched(rows: list[dict]) -> list[dict]:
-        if cfg.batch == 1:
-            return [one(r, zlib.crc32(r["id"].encode())) for r in rows]
-        encoded = [target.encode(r["prompt"]) for r in rows]
-        width = max(map(len, encoded))
-        pad = tok.pad_token_id if tok.pad_token_id is not None else min(target.eos_ids)
-        ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded], device=target.device)
-        attn = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=target.device)
-        torch.manual_seed(cfg.seed + zlib.crc32(rows[0]["id"].encode()))
-        out = target.model.generate(
-            ids,
-            attention_mask=attn,
-            do_sample=True,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            top_k=cfg.top_k or None,
-            max_new_tokens=cfg.max_new_tokens,
-            eos_token_id=sorted(target.eos_ids),
-            pad_token_id=pad,
+    def continuous(rows: list[dict]) -> Iterable[tuple[dict, dict]]:
+        rows, encoded = encode(rows)
+        if not rows:
+            return
+        sampler = BatchSampler(
+            target.runner, min(cfg.batch, len(rows)), max(map(len, encoded)) + cfg.max_new_tokens
         )
-        results = []
-        for row in out[:, width:].tolist():
-            cut = next((i for i, t in enumerate(row) if t in target.eos_ids), None)
-            toks = row if cut is None else row[:cut]
-            results.append(
-                {
-                    "answer": target.decode(toks),
-                    "finish_reason": "length" if cut is None else "eos",
-                    "new_tokens": len(toks),
-                }
-            )
-        return results
+        seeded = SamplingParams(
+            params.temperature, params.top_p, params.top_k, cfg.seed + zlib.crc32(rows[0]["id"].encode())
+        )
+        for done in sampler.generate(encoded, cfg.max_new_tokens, seeded, target.eos_ids):
+            yield rows[done.index], _answer(target, done.tokens, done.finish_reason)
 
-    return batched
+    @torch.inference_mode()
+    def hf_batches(rows: list[dict]) -> Iterable[tuple[dict, dict]]:
+        pad = getattr(tok, "pad_token_id", None)
+        pad = pad if pad is not None else min(target.eos_ids)
+        for start in range(0, len(rows), cfg.batch):
+            group, encoded = encode(rows[start : start + cfg.batch])
+            if not group:
+                continue
+            width = max(map(len, encoded))
+            ids = torch.tensor([[pad] * (width - len(e)) + e for e in encoded], device=target.device)
+            attn = torch.tensor(
+                [[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=target.device
+            )
+            torch.manual_seed(cfg.seed + zlib.crc32(group[0]["id"].encode()))
+            out = target.model.generate(
+                ids,
+                attention_mask=attn,
+                do_sample=params.temperature > 0,
+                temperature=params.temperature or None,
+                top_p=params.top_p,
+                top_k=params.top_k or None,
+                max_new_tokens=cfg.max_new_tokens,
+                eos_token_id=sorted(target.eos_ids),
+                pad_token_id=pad,
+            )
+            for row, toks in zip(group, out[:, width:].tolist(), strict=True):
+                cut = next((i for i, t in enumerate(toks) if t in target.eos_ids), None)
+                yield (
+                    row,
+                    _answer(target, toks if cut is None else toks[:cut], "length" if cut is None else "eos"),
+                )
+
+    if cfg.batch == 1:
+        return speculative
+    return continuous if isinstance(target.runner, LeanLlamaRunner) else hf_batches
 
 
 def openai_engine(
@@ -113,7 +164,7 @@ def openai_engine(
     api_key: str = "EMPTY",
     concurrency: int = 8,
     retries: int = 3,
-) -> Callable[[list[dict]], list[dict]]:
+) -> Engine:
     """Answers from an OpenAI-compatible chat endpoint (vLLM / SGLang accept top_k as an extra)."""
     url = base_url.rstrip("/") + (
         "/chat/completions" if base_url.rstrip("/").endswith("/v1") else "/v1/chat/completions"
@@ -151,39 +202,48 @@ def openai_engine(
                 time.sleep(2**attempt)
         raise AssertionError("unreachable")
 
-    pool = ThreadPoolExecutor(concurrency)
+    def streamed(rows: list[dict]) -> Iterable[tuple[dict, dict]]:
+        with ThreadPoolExecutor(concurrency) as pool:
+            futures = {pool.submit(one, r): r for r in rows}
+            try:
+                for fut in as_completed(futures):
+                    yield futures[fut], fut.result()
+            finally:
+                for fut in futures:
+                    fut.cancel()
 
-    def batched(rows: list[dict]) -> list[dict]:
-        return list(pool.map(one, rows))
-
-    return batched
+    return streamed
 
 
 def regenerate(
     prompts_path: str | Path,
     out_path: str | Path,
-    engine: Callable[[list[dict]], list[dict]],
-    chunk: int = 1,
+    engine: Engine,
+    chunk: int | None = None,
     limit: int | None = None,
     progress: bool = True,
 ) -> dict:
-    """Write one answer row per prompt to out_path, skipping ids already there. Returns counts."""
+    """Write one answer row per prompt to out_path, skipping ids already there. Returns counts.
+
+    Rows are written the moment the engine yields them; `chunk` (default: all) bounds how many
+    prompts one engine call receives.
+    """
     rows = _prompts(prompts_path)[:limit]
     out = Path(out_path)
     finished = done_ids(out)
     todo = [r for r in rows if r["id"] not in finished]
     t0, tokens = time.perf_counter(), 0
+    chunk = chunk or max(1, len(todo))
     with (
         Appender(out) as sink,
         tqdm(total=len(todo), desc="regenerate", unit="prompt", disable=not progress) as bar,
     ):
         for start in range(0, len(todo), chunk):
-            group = todo[start : start + chunk]
-            for row, ans in zip(group, engine(group), strict=True):
+            for row, ans in engine(todo[start : start + chunk]):
                 sink.write({**row, **ans})
                 tokens += ans.get("new_tokens", 0)
-            bar.update(len(group))
-            bar.set_postfix(tok_s=f"{tokens / (time.perf_counter() - t0):.1f}")
+                bar.update(1)
+                bar.set_postfix(tok_s=f"{tokens / (time.perf_counter() - t0):.1f}")
     return {
         "prompts": len(rows),
         "skipped": len(rows) - len(todo),
