@@ -163,3 +163,36 @@ def test_wrong_method_for_checkpoint_is_refused():
         DFlashDrafter.build(target, drafter=make_drafter(target, dspark=True))
     with pytest.raises(DraftsmithError, match="needs --drafter"):
         DSparkDrafter.build(target)
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+def test_inference_drafts_equal_the_training_path(dspark):
+    """What the drafter proposes while decoding is what training optimised: for every round, the
+    training layout (context before the anchor, anchored block) gives the same greedy draft."""
+    target = tiny_target()
+    model = make_drafter(target, dspark, block=5)
+    rounds = []
+
+    class Recording(DSparkDrafter if dspark else DFlashDrafter):
+        def propose(self, tokens, k, params, generator):
+            draft = super().propose(tokens, k, params, generator)
+            rounds.append((tokens.clone(), draft.tokens.clone()))
+            return draft
+
+    drafter = Recording.build(target, drafter=model)
+    ids = torch.randint(3, VOCAB, (10,), generator=torch.Generator().manual_seed(2))
+    speculative_generate(target.runner, drafter, ids, StopRule(30))
+    assert len(rounds) > 3
+    with torch.no_grad():
+        for tokens, draft in rounds:
+            a = len(tokens) - 1
+            feats, _ = target_states(target, tokens[None], list(model.cfg.target_layers))
+            batch = build_blocks(
+                tokens[None], torch.ones(1, len(tokens), dtype=torch.bool), [torch.tensor([a])], 5, MASK_ID
+            )
+            logits = model.base_logits(block_forward(model, batch, feats))[0]
+            prev = model.prev_index(tokens[-1:])[0]
+            for s, want in enumerate(draft.tolist()):
+                slot = logits[s] + model.markov_bias(prev) if dspark else logits[s]
+                prev = slot.argmax()
+                assert int(model.d2t[prev]) == want
