@@ -48,7 +48,13 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--k", type=int, default=None, help="draft length per round (default: the method's own)")
     g.add_argument("--ngram-max", type=int, default=3, help="ngram: longest suffix to match")
     g.add_argument("--ngram-min", type=int, default=2, help="ngram: shortest suffix to match")
-    g.add_argument("--drafter", default=None, help="dflash/dspark: a trained drafter directory")
+    g.add_argument(
+        "--drafter",
+        action="append",
+        default=None,
+        help="dflash/dspark: a trained drafter directory, or METHOD=DIR to give each method its own "
+        "(repeatable, e.g. --drafter dflash=d/dflash --drafter dspark=d/dspark)",
+    )
     g.add_argument(
         "--confidence-threshold",
         type=float,
@@ -66,12 +72,30 @@ def _add_sampling_args(p: argparse.ArgumentParser, max_new: int) -> None:
     g.add_argument("--max-new-tokens", type=int, default=max_new)
 
 
-def _drafter_options(args: argparse.Namespace) -> dict:
+def _drafter_paths(values: list[str] | None) -> dict[str, str]:
+    """--drafter values -> {method: dir}; a bare DIR is stored under "*" (any method)."""
+    from draftsmith.drafters.registry import METHODS
+
+    paths: dict[str, str] = {}
+    for v in values or []:
+        method, sep, path = v.partition("=")
+        if sep and method in METHODS:
+            paths[method] = path
+        elif sep and not Path(v).exists():
+            raise DraftsmithError(f"--drafter {v}: unknown method {method!r} (known: {', '.join(METHODS)})")
+        else:
+            paths["*"] = v
+    return paths
+
+
+def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dict:
+    """Drafter settings; `method` picks that method's --drafter (bench resolves per method itself)."""
+    paths = _drafter_paths(args.drafter)
     return {
         "draft_model": args.draft_model,
         "ngram_max": args.ngram_max,
         "ngram_min": args.ngram_min,
-        "drafter": args.drafter,
+        "drafter": (paths.get(method, paths.get("*")) if method else paths) or None,
         "confidence_threshold": args.confidence_threshold,
     }
 
@@ -109,7 +133,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         chat=not args.no_chat,
         k=args.k,
         on_text=emit if args.stream else None,
-        **_drafter_options(args),
+        **_drafter_options(args, args.method),
     )
     if args.stream:
         print()

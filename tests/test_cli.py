@@ -29,6 +29,8 @@ def run(capsys, *argv):
         (["bench", "--suite", "nosuchsuite"], "unknown suite"),
         (["bench", "--suite", "humaneval", "--limit", "0"], "limit"),
         (["bench", "--suite", "/tmp/none.jsonl"], "not found"),
+        (["bench", "--methods", "dspark", "--drafter", "eagle=/tmp/x"], "unknown method 'eagle'"),
+        (["generate", "hi", "--method", "dflash", "--drafter", "/no/such/drafter"], "not found"),
     ],
 )
 def test_bad_inputs_print_one_clear_error(capsys, argv, message):
@@ -126,3 +128,11 @@ def test_training_commands_end_to_end(capsys, tmp_path):
     assert code == 0 and "[dspark]" in err
     code, _, err = run(capsys, "generate", "hi", "--method", "dflash", "--drafter", str(tmp_path / "d"))
     assert code == 2 and "dspark" in err
+
+
+def test_drafter_paths_per_method():
+    from draftsmith.cli import _drafter_paths
+
+    assert _drafter_paths(["dflash=a/b", "dspark=c"]) == {"dflash": "a/b", "dspark": "c"}
+    assert _drafter_paths(["some/dir"]) == {"*": "some/dir"}
+    assert _drafter_paths(None) == {}

@@ -125,7 +125,10 @@ def run_bench(
     runners: dict[str, Callable[[list[int], int], tuple[list[int], float, GenerationStats | None]]] = {}
     for name in methods:
         if name in METHODS:
-            drafter = build_drafter(name, target, k=k, **drafter_options)
+            opts = dict(drafter_options)
+            if isinstance(opts.get("drafter"), dict):  # {method: dir, "*": dir for any method}
+                opts["drafter"] = opts["drafter"].get(name, opts["drafter"].get("*"))
+            drafter = build_drafter(name, target, k=k, **opts)
 
             def ours(ids, rep, drafter=drafter):
                 p = (
