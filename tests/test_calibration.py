@@ -26,3 +26,14 @@ def test_by_position_groups_records():
     rows = by_position([(0, 0.8, True), (0, 0.6, False), (1, 0.5, True)])
     assert [r["position"] for r in rows] == [1, 2]
     assert rows[0]["n"] == 2 and rows[0]["accept_rate"] == 0.5
+
+
+def test_matmul_table_covers_every_shape_dtype_and_row_count():
+    from conftest import tiny_model
+
+    from draftsmith.evaluation.matmul_bench import ROWS, markdown, matmul_table
+
+    rows = matmul_table(tiny_model().config, repeats=2)
+    assert len(rows) == 5 * 2 * len(ROWS)  # q,k,v / o / gate,up / down / lm_head, fp32 + bf16
+    assert all(r["ms_in_out"] > 0 and r["ms_out_in"] > 0 for r in rows)
+    assert markdown(rows).count("\n") == 2 + 10 - 1

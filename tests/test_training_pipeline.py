@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -192,3 +193,23 @@ def test_training_runs_under_torchrun_with_two_processes(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     state = torch.load(tmp_path / "out" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 2 and (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_training_against_a_bf16_target_online_and_cached(tmp_path):
+    """A bf16 target (the default on GPUs and bf16-capable CPUs) still trains an fp32 drafter."""
+    from draftsmith.models.target import Target
+    from draftsmith.training.cache import OnlineData
+
+    fp32 = tiny_target()
+    answers = make_answers(tmp_path, n=4)
+    build_cache(fp32, answers, tmp_path / "cache", LAYERS, progress=False)
+    bf16 = Target(fp32.model.to(torch.bfloat16), fp32.tokenizer, name=fp32.name)
+    cfg = TrainConfig(
+        method="dspark", steps=2, batch=2, anchors=4, block_size=3, draft_vocab=None, held_out=1
+    )
+    for data, out in (
+        (TargetCache(tmp_path / "cache", bf16), "cached"),
+        (OnlineData(bf16, answers, LAYERS), "online"),
+    ):
+        res = train(bf16, data, cfg, tmp_path / out, progress=False)
+        assert res["steps"] == 2 and math.isfinite(res["last"]["loss"])

@@ -49,10 +49,27 @@ def resolve_device(device: str = "auto") -> torch.device:
     return dev
 
 
+def cpu_has_bf16() -> bool:
+    """True when the CPU has native bf16 dot products (AVX512-BF16 or AMX), read from /proc/cpuinfo.
+
+    There, bf16 weights halve the bytes each step reads and oneDNN's bf16 GEMM costs about the same
+    for 1 to 4 rows, so verifying a short draft is nearly free; without them bf16 is emulated and
+    slower than fp32 (docs/BENCHMARKS.md, "Step cost").
+    """
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """fp32 on CPU (bf16 matmuls have no CPU instructions here and ruin multi-token verify)."""
+    """auto: bf16 on GPUs and on CPUs with native bf16 dot products, fp32 on other CPUs."""
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" else torch.float32
+        return torch.bfloat16 if device.type == "cuda" or cpu_has_bf16() else torch.float32
     table = {
         "float32": torch.float32,
         "fp32": torch.float32,

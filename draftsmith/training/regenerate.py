@@ -232,7 +232,7 @@ def regenerate(
     out = Path(out_path)
     finished = done_ids(out)
     todo = [r for r in rows if r["id"] not in finished]
-    t0, tokens = time.perf_counter(), 0
+    t0, tokens, written = time.perf_counter(), 0, 0
     chunk = chunk or max(1, len(todo))
     with (
         Appender(out) as sink,
@@ -242,12 +242,14 @@ def regenerate(
             for row, ans in engine(todo[start : start + chunk]):
                 sink.write({**row, **ans})
                 tokens += ans.get("new_tokens", 0)
+                written += 1
                 bar.update(1)
                 bar.set_postfix(tok_s=f"{tokens / (time.perf_counter() - t0):.1f}")
     return {
         "prompts": len(rows),
         "skipped": len(rows) - len(todo),
-        "written": len(todo),
+        "written": written,
+        "not_answered": len(todo) - written,  # e.g. over --max-prompt-tokens
         "new_tokens": tokens,
         "seconds": round(time.perf_counter() - t0, 1),
     }

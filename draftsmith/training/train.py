@@ -145,6 +145,8 @@ def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> float:
     taus = []
     for i in range(len(data)):
         batch, feats, final, lse = collate([data[i]], cfg.anchors, cfg.block_size, model.cfg.mask_token_id, g)
+        device = model.fc.weight.device
+        feats, final, lse = (x.to(device, torch.float32) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
         taus.append(m["tau_est"])
     return sum(taus) / len(taus)
@@ -184,7 +186,9 @@ def train(
         model.d2t = counts.topk(dcfg.draft_vocab_size).indices.sort().values
     device = target.device
     model.to(device)
-    emb, head = target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+    # the drafter trains in fp32 whatever dtype the target runs in (bf16 on GPUs and most new CPUs)
+    emb = target.model.get_input_embeddings().weight.float()
+    head = target.model.get_output_embeddings().weight.float()
     model.attach_target(emb, head)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
@@ -211,7 +215,7 @@ def train(
         batch, feats, final, lse = collate(
             [data[train_idx[i]] for i in mine], cfg.anchors, cfg.block_size, dcfg.mask_token_id, g
         )
-        feats, final, lse = feats.to(device), final.to(device), lse.to(device)
+        feats, final, lse = (x.to(device, torch.float32) for x in (feats, final, lse))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, metrics = block_loss(net if world == 1 else net.module, batch, feats, final, target_lse=lse)
         opt.zero_grad(set_to_none=True)
