@@ -37,7 +37,7 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dtype",
         default="auto",
-        help="auto (bf16 on GPUs and CPUs with AVX512-BF16/AMX, else fp32), float32, bfloat16, float16",
+        help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16 (faster on AVX512-BF16/AMX CPUs), float16",
     )
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
 
@@ -329,6 +329,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"backend {type(target.runner).__name__} has no tunable step shapes")
         return 0
     plan = getattr(target.runner, "plan", {})
+    from draftsmith.models.loading import cpu_has_bf16
+
+    if target.device.type == "cpu" and str(target.model.dtype) == "torch.float32" and cpu_has_bf16():
+        print("note: this CPU has native bf16; `--dtype bfloat16` steps are faster (see docs/BENCHMARKS.md)")
     print("| tokens per step | ms per step | x one-token step | executed as (rows, layout) |")
     print("|---|---|---|---|")
     for n, t in cost.items():

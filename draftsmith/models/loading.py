@@ -67,9 +67,14 @@ def cpu_has_bf16() -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """auto: bf16 on GPUs and on CPUs with native bf16 dot products, fp32 on other CPUs."""
+    """auto: bf16 on GPUs, fp32 on CPUs.
+
+    bf16 is much faster on CPUs with native bf16 (`cpu_has_bf16`), but its rounding depends on the
+    step's shape, so a speculative run can drift from plain decoding after a few dozen tokens
+    (measured in docs/BENCHMARKS.md); fp32 keeps "identical to plain" exact, so it stays the default.
+    """
     if dtype == "auto":
-        return torch.bfloat16 if device.type == "cuda" or cpu_has_bf16() else torch.float32
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
     table = {
         "float32": torch.float32,
         "fp32": torch.float32,
