@@ -86,7 +86,10 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
         elif sep and not Path(v).exists():
             raise DraftsmithError(f"--drafter {v}: unknown method {method!r} (known: {', '.join(METHODS)})")
         else:
+            method, path = "*", v
             paths["*"] = v
+        if not Path(paths[method]).exists():
+            raise DraftsmithError(f"drafter directory not found: {paths[method]}")
     return paths
 
 
@@ -117,6 +120,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     if not args.prompt.strip():
         raise DraftsmithError("the prompt is empty")
     params = _sampling(args)  # validate before the slow model load
+    drafter_options = _drafter_options(args, args.method)
     target = load_target(args.target, dtype=args.dtype, device=args.device)
 
     def emit(text: str) -> None:
@@ -135,7 +139,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         chat=not args.no_chat,
         k=args.k,
         on_text=emit if args.stream else None,
-        **_drafter_options(args, args.method),
+        **drafter_options,
     )
     if args.stream:
         print()
@@ -156,6 +160,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for name in [s.strip() for s in args.suite.split(",") if s.strip()]:
         items = load_suite(name, args.limit)
         prompts[items[0].suite if items else name] = items
+    drafter_options = _drafter_options(args)  # bad --drafter values fail before the model loads
     target = load_target(args.target, dtype=args.dtype, device=args.device)
     result = run_bench(
         target,
@@ -165,7 +170,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         max_new_tokens=args.max_new_tokens,
         params=params,
         k=args.k,
-        drafter_options=_drafter_options(args),
+        drafter_options=drafter_options,
         source=args.target,
     )
     table = markdown_table(result.summaries)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,6 +134,7 @@ def test_training_commands_end_to_end(capsys, tmp_path):
 def test_drafter_paths_per_method():
     from draftsmith.cli import _drafter_paths
 
-    assert _drafter_paths(["dflash=a/b", "dspark=c"]) == {"dflash": "a/b", "dspark": "c"}
-    assert _drafter_paths(["some/dir"]) == {"*": "some/dir"}
+    here = str(Path(__file__).parent)
+    assert _drafter_paths([f"dflash={here}", f"dspark={here}"]) == {"dflash": here, "dspark": here}
+    assert _drafter_paths([here]) == {"*": here}
     assert _drafter_paths(None) == {}
