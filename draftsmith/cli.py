@@ -81,15 +81,15 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
     paths: dict[str, str] = {}
     for v in values or []:
         method, sep, path = v.partition("=")
-        if sep and method in METHODS:
-            paths[method] = path
-        elif sep and not Path(v).exists():
-            raise DraftsmithError(f"--drafter {v}: unknown method {method!r} (known: {', '.join(METHODS)})")
-        else:
+        if not (sep and method in METHODS):
+            if sep and not Path(v).exists():
+                raise DraftsmithError(
+                    f"--drafter {v}: unknown method {method!r} (known: {', '.join(METHODS)})"
+                )
             method, path = "*", v
-            paths["*"] = v
-        if not Path(paths[method]).exists():
-            raise DraftsmithError(f"drafter directory not found: {paths[method]}")
+        if not Path(path).exists():
+            raise DraftsmithError(f"drafter directory not found: {path}")
+        paths[method] = path
     return paths
 
 
@@ -318,6 +318,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    import torch
+
+    from draftsmith.models.loading import cpu_has_bf16
     from draftsmith.models.target import Target
 
     if args.matmul:
@@ -334,9 +337,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"backend {type(target.runner).__name__} has no tunable step shapes")
         return 0
     plan = getattr(target.runner, "plan", {})
-    from draftsmith.models.loading import cpu_has_bf16
-
-    if target.device.type == "cpu" and str(target.model.dtype) == "torch.float32" and cpu_has_bf16():
+    if target.device.type == "cpu" and target.model.dtype == torch.float32 and cpu_has_bf16():
         print("note: this CPU has native bf16; `--dtype bfloat16` steps are faster (see docs/BENCHMARKS.md)")
     print("| tokens per step | ms per step | x one-token step | executed as (rows, layout) |")
     print("|---|---|---|---|")

@@ -50,7 +50,10 @@ class BatchSampler:
         b, n, _ = x.shape
         nh, nkv, hd = r.n_heads, r.n_kv, r.head_dim
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [b, 1, n, hd]
-        row_major = r.plan.get(b * n, (b * n, False))[1]
+        row_major = r.row_major(b * n)
+        rows = slot[:, None].expand(b, n)
+        # all slots: a view of the cache; one slot (prefill): a narrow view; never a gathered copy
+        rows_kv = slice(None) if b == self.slots else slice(int(slot[0]), int(slot[0]) + 1)
         for i, w in enumerate(r.layers):
             h = w["qkv"](r._rms(x, w["ln1"]), row_major)
             q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
@@ -59,11 +62,8 @@ class BatchSampler:
                 q, k = w["q_norm"](q), w["k_norm"](k)
             q = r._rotate(q.transpose(1, 2), cos, sin)
             k = r._rotate(k.transpose(1, 2), cos, sin)
-            rows = slot[:, None].expand(b, n)
             self.k[i, rows, :, pos] = k.transpose(1, 2)
             self.v[i, rows, :, pos] = v.view(b, n, nkv, hd)
-            # all slots: a view of the cache; one slot (prefill): a narrow view; never a gathered copy
-            rows_kv = slice(None) if b == self.slots else slice(int(slot[0]), int(slot[0]) + 1)
             att = F.scaled_dot_product_attention(
                 q,
                 self.k[i, rows_kv, :, :span],

@@ -134,6 +134,12 @@ class LeanLlamaRunner(ModelRunner):
         cos, sin = self.rotary(dummy, pos)
         self.cos, self.sin = cos[0].to(p.dtype), sin[0].to(p.dtype)
 
+    def row_major(self, rows: int) -> bool:
+        """Weight layout for a step of `rows` rows: the calibrated choice, else [out, in] for long
+        steps (that GEMM layout wins from a few rows on) when the runner keeps both layouts."""
+        planned = self.plan.get(rows)
+        return planned[1] if planned else self.dual and rows > 16
+
     def _rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, (x.shape[-1],), w, self.eps)
 
@@ -144,8 +150,7 @@ class LeanLlamaRunner(ModelRunner):
 
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
         n_real = ids.shape[1]
-        # unplanned (long) steps: the [out, in] GEMM layout wins from a few rows on
-        rows, row_major = self.plan.get(n_real, (n_real, self.dual and n_real > 16))
+        rows, row_major = self.plan.get(n_real, (n_real, self.row_major(n_real)))
         if rows > n_real:
             ids = torch.cat([ids, ids[:, -1:].expand(1, rows - n_real)], dim=1)
         n, start = ids.shape[1], self.length

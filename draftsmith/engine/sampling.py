@@ -53,15 +53,20 @@ def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
     logits = logits / params.temperature
     if params.top_k and params.top_k < logits.shape[-1]:
-        # only the k largest survive, so normalise and nucleus-filter those k, not the whole vocabulary
-        vals, idx = torch.topk(logits, params.top_k, dim=-1)
-        kth = vals[..., -1:]
-        keep = logits >= kth  # ties with the k-th logit stay, as a full-vocabulary top-k would keep them
-        if int(keep.sum(-1).max()) == params.top_k:
-            kept = _top_p(torch.softmax(vals, dim=-1), params.top_p)
-            return torch.zeros_like(logits).scatter(-1, idx, kept)
-        logits = logits.masked_fill(~keep, float("-inf"))
+        vals, idx, tied = _top_k(logits, params.top_k)
+        if not tied:  # only the k largest survive: normalise and nucleus-filter those k alone
+            return torch.zeros_like(logits).scatter(
+                -1, idx, _top_p(torch.softmax(vals, dim=-1), params.top_p)
+            )
+        # ties with the k-th logit stay, as a full-vocabulary top-k keeps them
+        logits = logits.masked_fill(logits < vals[..., -1:], float("-inf"))
     return _top_p(torch.softmax(logits, dim=-1), params.top_p)
+
+
+def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    """The k largest logits and their ids, and whether any row has more than k tying at the k-th."""
+    vals, idx = torch.topk(logits, k, dim=-1)
+    return vals, idx, bool((logits >= vals[..., -1:]).sum(-1).gt(k).any())
 
 
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -94,8 +99,8 @@ def sample_logits(
     if params.greedy:
         return logits.argmax(-1)
     if params.top_k and params.top_k < logits.shape[-1]:
-        vals, idx = torch.topk(logits.float() / params.temperature, params.top_k, dim=-1)
-        if not bool((logits.float() / params.temperature >= vals[:, -1:]).sum(-1).gt(params.top_k).any()):
+        vals, idx, tied = _top_k(logits.float() / params.temperature, params.top_k)
+        if not tied:
             probs = _top_p(torch.softmax(vals, dim=-1), params.top_p)
             return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
     return sample(target_probs(logits, params), generator)

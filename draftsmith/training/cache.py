@@ -143,7 +143,8 @@ def build_cache(
     done = 0
     for shard in shards:  # resuming only makes sense over the same leading rows of the same answers
         group = pairs[done : done + shard["sequences"]]
-        if len(group) < shard["sequences"] or shard.get("digest", _digest(group)) != _digest(group):
+        digest = _digest(group)
+        if len(group) < shard["sequences"] or shard.get("digest", digest) != digest:
             raise DraftsmithError(
                 f"{out}/{shard['name']} was built from other rows than {answers} now holds at that position; "
                 "build this answers file into a new --out directory"

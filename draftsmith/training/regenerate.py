@@ -78,8 +78,13 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
     from draftsmith.engine.decode import speculative_generate
     from draftsmith.engine.lean_llama import LeanLlamaRunner
 
-    params = SamplingParams(cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed)
     tok = target.tokenizer
+
+    def seeded(row_id: str) -> SamplingParams:
+        """Sampling settings seeded by (--seed, prompt id): reruns reproduce, prompts differ."""
+        return SamplingParams(
+            cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed + zlib.crc32(row_id.encode())
+        )
 
     def encode(rows: list[dict]) -> tuple[list[dict], list[list[int]]]:
         encoded = [target.encode(r["prompt"]) for r in rows]
@@ -100,10 +105,8 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
     def speculative(rows: list[dict]) -> Iterable[tuple[dict, dict]]:
         drafter = build_drafter("ngram", target)
         for row, ids in zip(*encode(rows), strict=True):
-            p = SamplingParams(
-                cfg.temperature, cfg.top_p, cfg.top_k, seed=cfg.seed + zlib.crc32(row["id"].encode())
-            )
-            res = speculative_generate(target.runner, drafter, ids, target.stop_rule(cfg.max_new_tokens), p)
+            stop = target.stop_rule(cfg.max_new_tokens)
+            res = speculative_generate(target.runner, drafter, ids, stop, seeded(row["id"]))
             yield row, _answer(target, res.tokens, res.finish_reason)
 
     @torch.inference_mode()
@@ -114,10 +117,8 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
         sampler = BatchSampler(
             target.runner, min(cfg.batch, len(rows)), max(map(len, encoded)) + cfg.max_new_tokens
         )
-        seeded = SamplingParams(
-            params.temperature, params.top_p, params.top_k, cfg.seed + zlib.crc32(rows[0]["id"].encode())
-        )
-        for done in sampler.generate(encoded, cfg.max_new_tokens, seeded, target.eos_ids):
+        params = seeded(rows[0]["id"])
+        for done in sampler.generate(encoded, cfg.max_new_tokens, params, target.eos_ids):
             yield rows[done.index], _answer(target, done.tokens, done.finish_reason)
 
     @torch.inference_mode()
@@ -133,7 +134,8 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
             attn = torch.tensor(
                 [[0] * (width - len(e)) + [1] * len(e) for e in encoded], device=target.device
             )
-            torch.manual_seed(cfg.seed + zlib.crc32(group[0]["id"].encode()))
+            params = seeded(group[0]["id"])
+            torch.manual_seed(params.seed)
             out = target.model.generate(
                 ids,
                 attention_mask=attn,

@@ -101,7 +101,10 @@ def mask_token(target) -> int:
 
 
 def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: torch.Generator):
-    """Pad sequences to one length and lay out their anchored blocks."""
+    """Pad sequences to one length and lay out their anchored blocks.
+
+    Target states come back in fp32 whatever dtype the target ran in: the drafter trains in fp32.
+    """
     t = max(len(s.ids) for s in seqs)
 
     def pad(x: torch.Tensor, value=0) -> torch.Tensor:
@@ -111,9 +114,9 @@ def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: tor
     ids = torch.stack([pad(s.ids) for s in seqs])
     mask = torch.stack([pad(s.loss_mask, False) for s in seqs])
     batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id)
-    feats = torch.stack([pad(s.features) for s in seqs])
-    final = torch.stack([pad(s.final) for s in seqs])
-    lse = torch.stack([pad(s.lse) for s in seqs])
+    feats, final, lse = (
+        torch.stack([pad(getattr(s, name)) for s in seqs]).float() for name in ("features", "final", "lse")
+    )
     return batch, feats, final, lse
 
 
@@ -146,7 +149,7 @@ def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> float:
     for i in range(len(data)):
         batch, feats, final, lse = collate([data[i]], cfg.anchors, cfg.block_size, model.cfg.mask_token_id, g)
         device = model.fc.weight.device
-        feats, final, lse = (x.to(device, torch.float32) for x in (feats, final, lse))
+        feats, final, lse = (x.to(device) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
         taus.append(m["tau_est"])
     return sum(taus) / len(taus)
@@ -215,7 +218,7 @@ def train(
         batch, feats, final, lse = collate(
             [data[train_idx[i]] for i in mine], cfg.anchors, cfg.block_size, dcfg.mask_token_id, g
         )
-        feats, final, lse = (x.to(device, torch.float32) for x in (feats, final, lse))
+        feats, final, lse = (x.to(device) for x in (feats, final, lse))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, metrics = block_loss(net if world == 1 else net.module, batch, feats, final, target_lse=lse)
         opt.zero_grad(set_to_none=True)
