@@ -40,9 +40,15 @@ class TextStream:
             self.sent = len(text)
 
 
-def load_target(source: str | None = None, dtype: str = "auto", device: str = "auto") -> Target:
-    """The default target (SmolLM2-135M-Instruct) or any HF causal LM: dir, hub id or .gguf file."""
-    return Target.load(source, dtype=dtype, device=device)
+def load_target(
+    source: str | None = None, dtype: str = "auto", device: str = "auto", fixed_rows: int | None = None
+) -> Target:
+    """The default target (SmolLM2-135M-Instruct) or any HF causal LM: dir, hub id or .gguf file.
+
+    fixed_rows: None picks batch-invariant step shapes where the dtype needs them (bf16 on CPU),
+    0 turns them off, N >= 2 runs every step as N rows (drafts then hold at most N - 1 tokens).
+    """
+    return Target.load(source, dtype=dtype, device=device, fixed_rows=fixed_rows)
 
 
 def generate(

@@ -40,6 +40,32 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16 (faster on AVX512-BF16/AMX CPUs), float16",
     )
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
+    g.add_argument(
+        "--fixed-rows",
+        type=_fixed_rows,
+        default=None,
+        help="run every decode step as N rows so bf16 speculation reproduces plain decoding bit for bit "
+        "(drafts hold at most N-1 tokens); auto (default: on for bf16/fp16 on CPU), 0 = off",
+    )
+
+
+def _fixed_rows(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        rows = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected auto or an integer, got {value!r}") from None
+    if rows < 0 or rows == 1:
+        raise argparse.ArgumentTypeError(f"expected 0 (off) or >= 2, got {rows}")
+    return rows
+
+
+def _load_target(args: argparse.Namespace):
+    """The target named by the common options (imported late: torch loads slowly)."""
+    from draftsmith.api import load_target
+
+    return load_target(args.target, args.dtype, args.device, args.fixed_rows)
 
 
 def _add_method_args(p: argparse.ArgumentParser) -> None:
@@ -112,7 +138,7 @@ def _sampling(args: argparse.Namespace):
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from draftsmith.api import generate, load_target
+    from draftsmith.api import generate
     from draftsmith.drafters.registry import METHODS
 
     if args.method not in METHODS:
@@ -121,7 +147,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         raise DraftsmithError("the prompt is empty")
     params = _sampling(args)  # validate before the slow model load
     drafter_options = _drafter_options(args, args.method)
-    target = load_target(args.target, dtype=args.dtype, device=args.device)
+    target = _load_target(args)
 
     def emit(text: str) -> None:
         print(text, end="", flush=True)
@@ -150,7 +176,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from draftsmith.api import load_target
     from draftsmith.evaluation.bench import calibration_table, markdown_table, run_bench, validate_methods
     from draftsmith.evaluation.suites import load_suite
 
@@ -161,7 +186,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         items = load_suite(name, args.limit)
         prompts[items[0].suite if items else name] = items
     drafter_options = _drafter_options(args)  # bad --drafter values fail before the model loads
-    target = load_target(args.target, dtype=args.dtype, device=args.device)
+    target = _load_target(args)
     result = run_bench(
         target,
         prompts,
@@ -190,12 +215,11 @@ DEMO_SUITES = ("humaneval", "gsm", "mtbench")
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from draftsmith.api import load_target
     from draftsmith.evaluation.bench import markdown_table, run_bench
     from draftsmith.evaluation.suites import load_suite
 
     print("loading the default target (SmolLM2-135M-Instruct; the first run converts the GGUF, ~20 s)...")
-    target = load_target(args.target, dtype=args.dtype, device=args.device)
+    target = _load_target(args)
     from draftsmith.drafters.dflash.drafter import shipped_drafter
 
     prompts = {"demo": [load_suite(s, 1)[0] for s in DEMO_SUITES]}
@@ -223,7 +247,6 @@ def cmd_data(args: argparse.Namespace) -> int:
         stats = main_prompts(args.n, args.out, seed=args.seed or 0, user_jsonl=args.user_jsonl)
         print(json.dumps(stats, indent=1))
         return 0
-    from draftsmith.api import load_target
 
     if args.action == "regenerate":
         from draftsmith.training.regenerate import RegenConfig, local_engine, openai_engine, regenerate
@@ -243,13 +266,13 @@ def cmd_data(args: argparse.Namespace) -> int:
                 raise DraftsmithError("--engine openai needs --base-url and --model")
             engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
         else:
-            engine = local_engine(load_target(args.target, args.dtype, args.device), cfg)
+            engine = local_engine(_load_target(args), cfg)
         print(json.dumps(regenerate(args.prompts, args.out, engine, limit=args.limit)))
         return 0
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import build_cache
 
-    target = load_target(args.target, args.dtype, args.device)
+    target = _load_target(args)
     layers = (
         default_target_layers(target.runner.num_layers)
         if args.layers == "auto"
@@ -282,7 +305,6 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from draftsmith.api import load_target
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import OnlineData, TargetCache
     from draftsmith.training.train import TrainConfig, train
@@ -306,7 +328,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
-    target = load_target(args.target, args.dtype, args.device)
+    target = _load_target(args)
     if args.cache:
         data = TargetCache(args.cache, target)
     else:
@@ -331,7 +353,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("ms per matmul, median of 30: x @ W[in,out] / F.linear(x, W[out,in])")
         print(markdown(matmul_table(model.config)))
         return 0
-    target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False)
+    from draftsmith.engine.lean_llama import auto_fixed_rows
+
+    target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False, fixed_rows=0)
     cost = target.runner.calibrate_cached(force=args.force)
     if not cost:
         print(f"backend {type(target.runner).__name__} has no tunable step shapes")
@@ -345,6 +369,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rows, row_major = plan.get(n, (n, False))
         layout = "[out,in]" if row_major else "[in,out]"
         print(f"| {n} | {1000 * t:.1f} | {t / cost[1]:.2f} | {rows}, {layout} |")
+    fixed = auto_fixed_rows(target.runner)
+    if fixed:
+        print(f"fixed-shape steps (auto for this dtype): {fixed} rows, drafts of up to {fixed - 1} tokens")
     return 0
 
 

@@ -41,9 +41,12 @@ def test_bad_inputs_print_one_clear_error(capsys, argv, message):
     assert "Traceback" not in err
 
 
-def test_bad_number_is_an_argparse_error(capsys):
+@pytest.mark.parametrize(
+    "bad", [["--max-new-tokens", "many"], ["--fixed-rows", "1"], ["--fixed-rows", "wide"]]
+)
+def test_bad_number_is_an_argparse_error(capsys, bad):
     with pytest.raises(SystemExit) as e:
-        main(["generate", "hi", "--max-new-tokens", "many"])
+        main(["generate", "hi", *bad])
     assert e.value.code == 2
 
 

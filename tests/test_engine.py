@@ -270,3 +270,39 @@ def test_drafters_receive_target_hidden_states_of_committed_positions(arch):
     torch.testing.assert_close(got, ref.hidden_states[1][0, :n], atol=1e-4, rtol=1e-4)
     final = torch.cat(drafter.rows[FINAL])
     torch.testing.assert_close(model.get_output_embeddings()(final), ref.logits[0, :n], atol=1e-3, rtol=1e-3)
+
+
+def test_fixed_rows_make_each_row_independent_of_its_step():
+    """bf16 logits of a token must not depend on which row of which step computed it."""
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
+
+    model = tiny_model("llama", hidden=256).to(torch.bfloat16)
+    ids = prompt(n=60)
+    runner = LeanLlamaRunner(model, dual=True)
+    runner.set_fixed_rows(4)
+    runner.reset(80)
+    runner.forward(ids[:20], n_logits=0)
+    one_by_one = torch.cat([runner.forward(ids[i : i + 1]).logits for i in range(20, 60)])
+    for sizes in ([4, 3, 1, 2, 4, 4, 3, 4, 4, 3, 4, 4], [2, 4, 3, 4, 4, 3, 4, 4, 4, 4, 4]):
+        runner.rollback(20)
+        parts, at = [], 20
+        for n in sizes:
+            parts.append(runner.forward(ids[at : at + n], n_logits=n).logits)
+            at += n
+        assert at == 60
+        assert torch.equal(torch.cat(parts), one_by_one), sizes
+
+
+def test_fixed_rows_keep_every_method_identical_in_bf16():
+    model = tiny_model("llama", hidden=256).to(torch.bfloat16)
+    runner = make_runner(model)
+    runner.set_fixed_rows(4)
+    draft = perturbed_copy(model, 0.05).to(torch.bfloat16)
+    for seed in range(2):
+        ids = prompt(seed)
+        expected = speculative_generate(runner, PlainDrafter(), ids, StopRule(40)).tokens
+        for drafter in (NgramDrafter(k=5, max_ngram=3), DraftModelDrafter(draft, VOCAB, k=6)):
+            res = speculative_generate(runner, drafter, ids, StopRule(40))
+            assert res.tokens == expected, (drafter.name, seed)
+            assert res.stats.drafted > 0 or drafter.name == "ngram"
+            assert len(res.stats.drafted_at) <= 3, "drafts must fit the fixed step"

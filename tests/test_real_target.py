@@ -110,3 +110,27 @@ def test_shipped_drafters_are_lossless_on_the_default_target(smollm, method):
         assert out.stats.drafted > 0
     sampled = generate(smollm, PROMPTS[0], drafter, max_new_tokens=16, temperature=0.7, seed=3)
     assert sampled.stats.new_tokens > 0
+
+
+def test_bf16_fixed_rows_make_dspark_reproduce_plain_decoding():
+    """bf16 rounds differently per step shape; fixed-shape steps make speculation bit-exact again."""
+    from draftsmith.api import load_target
+
+    target = load_target(dtype="bfloat16")  # auto: fixed-shape steps for bf16 on CPU
+    assert target.runner.fixed_rows >= 2
+    drafter = build_drafter("dspark", target)
+    for text in PROMPTS[:2]:
+        ids = target.encode(text)
+        plain = generate(target, ids, "plain", max_new_tokens=64)
+        spec = generate(target, ids, drafter, max_new_tokens=64)
+        assert spec.tokens == plain.tokens, text
+        assert spec.stats.accepted > 0 and len(spec.stats.drafted_at) <= target.runner.fixed_rows - 1
+
+
+def test_fixed_rows_need_the_lean_runner():
+    from conftest import IdTokenizer
+
+    from draftsmith.models.target import Target
+
+    with pytest.raises(DraftsmithError, match="lean runner"):
+        Target(tiny_model("gemma3_text"), IdTokenizer(), fixed_rows=4)

@@ -85,6 +85,8 @@ def speculative_generate(
     k = drafter.default_k if k is None else k
     if k < 0:
         raise DraftsmithError(f"draft length must be >= 0, got {k}")
+    if runner.fixed_rows:  # batch-invariant steps verify at most fixed_rows tokens
+        k = min(k, runner.fixed_rows - 1)
     device = runner.device
     ids = torch.as_tensor(prompt, dtype=torch.long, device=device).reshape(-1)
     n_prompt = int(ids.shape[0])

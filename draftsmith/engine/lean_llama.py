@@ -74,6 +74,15 @@ class Fused:
 PAD_SLACK = 16
 """Extra cache rows so a step may be padded up to a faster matmul shape."""
 
+KV_BLOCK = 512
+"""Key-window granularity of fixed-shape steps. CPU SDPA walks keys in blocks of this size, so a
+window rounded up to it gives every query the same blocks whatever its row in the step (a
+masked-out trailing block adds exact zeros); an unrounded window changes the tail and the bits."""
+
+
+def round_up(n: int, block: int) -> int:
+    return -(-n // block) * block
+
 
 class LeanLlamaRunner(ModelRunner):
     """Lean batch-1 forward. `plan[n] = (rows, row_major)`: how an n-token step is executed.
@@ -121,18 +130,42 @@ class LeanLlamaRunner(ModelRunner):
                 )
             )
         self.plan: dict[int, tuple[int, bool]] = {}
+        self.fixed_rows = 0
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
 
     def _allocate(self, capacity: int) -> None:
         p = self.lm_head.w_t
-        shape = (len(self.layers), 1, self.n_kv, capacity + PAD_SLACK, self.head_dim)
-        self.k_cache = torch.empty(shape, dtype=p.dtype, device=p.device)
-        self.v_cache = torch.empty(shape, dtype=p.dtype, device=p.device)
-        pos = torch.arange(capacity + PAD_SLACK, device=p.device)[None]
+        rows = capacity + PAD_SLACK
+        if self.fixed_rows:  # the rounded key window must fit; zeros so masked keys stay finite
+            rows = round_up(rows, KV_BLOCK)
+        shape = (len(self.layers), 1, self.n_kv, rows, self.head_dim)
+        self.k_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        self.v_cache = torch.zeros(shape, dtype=p.dtype, device=p.device)
+        pos = torch.arange(rows, device=p.device)[None]
         dummy = torch.empty(1, dtype=torch.float32, device=p.device)
         cos, sin = self.rotary(dummy, pos)
         self.cos, self.sin = cos[0].to(p.dtype), sin[0].to(p.dtype)
+
+    def set_fixed_rows(self, rows: int) -> None:
+        """Batch-invariant steps: every step of up to `rows` tokens runs as exactly `rows` rows.
+
+        In bf16 a token's logits depend on how many rows its step had (the matmul and attention
+        kernels round differently per shape), so a verify step of 4 tokens and a plain 1-token
+        step disagree now and then and speculative output drifts from plain output. With one
+        step shape (same rows, same layout, a key window rounded to KV_BLOCK, logits over all
+        rows) each row's result depends only on its own token and position, so every method
+        reproduces plain decoding bit for bit. Drafts are capped at rows - 1 tokens. Where
+        reduced-precision verify steps of a few rows cost about the same as one (bf16 on CPUs
+        with native bf16), this buys exactness for a few percent. 0 turns it off.
+        """
+        if rows < 0:
+            raise ValueError(f"fixed rows must be >= 0, got {rows}")
+        self.fixed_rows = rows
+        self.capacity = 0  # reallocate: the cache must hold the rounded window
+        if rows and self.step_cost:
+            flat = self.step_cost.get(rows, max(self.step_cost.values()))
+            self.step_cost = {n: flat for n in range(1, rows + 1)}
 
     def row_major(self, rows: int) -> bool:
         """Weight layout for a step of `rows` rows: the calibrated choice, else [out, in] for long
@@ -150,15 +183,24 @@ class LeanLlamaRunner(ModelRunner):
 
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
         n_real = ids.shape[1]
-        rows, row_major = self.plan.get(n_real, (n_real, self.row_major(n_real)))
+        fixed = 0 < n_real <= self.fixed_rows
+        if fixed:
+            rows, row_major = self.fixed_rows, self.row_major(self.fixed_rows)
+        else:
+            rows, row_major = self.plan.get(n_real, (n_real, self.row_major(n_real)))
         if rows > n_real:
             ids = torch.cat([ids, ids[:, -1:].expand(1, rows - n_real)], dim=1)
         n, start = ids.shape[1], self.length
         end = start + n
+        keys = round_up(end, KV_BLOCK) if fixed else end
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         cos, sin = self.cos[start:end], self.sin[start:end]
         # a query at position start+i sees keys 0..start+i (SDPA's is_causal aligns top-left, so build it)
-        mask = None if n == 1 else torch.ones(n, end, dtype=torch.bool, device=ids.device).tril(start)
+        mask = (
+            None
+            if n == 1 and keys == end
+            else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
+        )
         x = self.embed(ids)
         out: dict[HiddenKey, torch.Tensor] = {}
         if 0 in hidden:
@@ -176,8 +218,8 @@ class LeanLlamaRunner(ModelRunner):
             self.v_cache[i, :, :, start:end] = v.view(1, n, nkv, hd).transpose(1, 2)
             att = F.scaled_dot_product_attention(
                 q,
-                self.k_cache[i, :, :, :end],
-                self.v_cache[i, :, :, :end],
+                self.k_cache[i, :, :, :keys],
+                self.v_cache[i, :, :, :keys],
                 attn_mask=mask,
                 enable_gqa=nh != nkv,
             )
@@ -191,7 +233,9 @@ class LeanLlamaRunner(ModelRunner):
             normed = self._rms(x[0, :n_real], self.norm_w)
             if FINAL in hidden:
                 out[FINAL] = normed
-            if n_logits:
+            if n_logits and fixed:  # every row through the lm_head, so its matmul shape never varies
+                logits = self.lm_head(self._rms(x[0], self.norm_w), row_major)[n_real - n_logits : n_real]
+            elif n_logits:
                 logits = self.lm_head(normed[n_real - n_logits :], row_major and n_logits > 2)
         return RunnerOutput(logits, out)
 
@@ -199,6 +243,7 @@ class LeanLlamaRunner(ModelRunner):
     def calibrate(self, max_rows: int = 16, context: int = 128, repeats: int = 3) -> dict[int, float]:
         """Time one step of each shape; set the fastest plan per n; return seconds per n-token step."""
         layouts = (False, True) if self.dual else (False,)
+        fixed, self.fixed_rows = self.fixed_rows, 0  # time the free shapes; a fixed plan is built on them
         self.reset(max(self.capacity, context + max_rows))
         self.forward(torch.zeros(context, dtype=torch.long), n_logits=0)
         times: dict[tuple[int, bool], float] = {}
@@ -218,6 +263,8 @@ class LeanLlamaRunner(ModelRunner):
             cost[n], plan[n] = best
         self.plan, self.step_cost = plan, cost
         self.length = 0
+        if fixed:
+            self.set_fixed_rows(fixed)
         return cost
 
     def calibrate_cached(self, force: bool = False) -> dict[int, float]:
@@ -251,6 +298,21 @@ class LeanLlamaRunner(ModelRunner):
         except OSError:
             pass
         return cost
+
+
+def auto_fixed_rows(runner: ModelRunner) -> int:
+    """The fixed step shape to use when none is asked for: reduced precision on CPU gets the widest
+    step (2-8 rows) costing at most 10% more than a one-token step (4 when uncalibrated); fp32 is
+    already reproducible across step shapes here, and GPU kernels are not yet verified, so 0."""
+    if not isinstance(runner, LeanLlamaRunner) or runner.device.type != "cpu":
+        return 0
+    if runner.lm_head.w_t.dtype == torch.float32:
+        return 0
+    cost = runner.step_cost
+    if not cost:
+        return 4
+    cheap = [n for n in range(2, 9) if n in cost and cost[n] <= 1.1 * cost[1]]
+    return max(cheap, default=2)
 
 
 def cpu_name() -> str:

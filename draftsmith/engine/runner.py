@@ -47,6 +47,7 @@ class ModelRunner(ABC):
         self.length = 0
         self.capacity = 0
         self.step_cost: dict[int, float] = {}  # seconds per n-token step, when measured
+        self.fixed_rows = 0  # > 0: every step runs as this many rows, so drafts hold at most rows - 1
 
     @property
     def device(self) -> torch.device:

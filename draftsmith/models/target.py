@@ -9,6 +9,7 @@ import torch
 
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule
+from draftsmith.engine.lean_llama import auto_fixed_rows
 from draftsmith.engine.runner import ModelRunner
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
@@ -24,6 +25,7 @@ class Target:
         name: str = "custom",
         backend: str = "auto",
         calibrate: bool = False,
+        fixed_rows: int | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -31,6 +33,21 @@ class Target:
         self.runner: ModelRunner = make_runner(model, backend)
         if calibrate:  # pick the fastest step shapes on this machine (cached on disk after the first run)
             self.runner.calibrate_cached()
+        self.set_fixed_rows(fixed_rows)
+
+    def set_fixed_rows(self, rows: int | None) -> None:
+        """Fixed-shape (batch-invariant) steps; None picks them for this dtype and machine."""
+        if rows is None:
+            rows = auto_fixed_rows(self.runner)
+        if rows and not hasattr(self.runner, "set_fixed_rows"):
+            raise DraftsmithError(
+                f"fixed-shape steps need the lean runner (Llama-family models); "
+                f"{self.model.config.model_type!r} runs on the Hugging Face forward"
+            )
+        if rows < 0 or rows == 1:
+            raise DraftsmithError(f"fixed rows must be 0 (off) or >= 2, got {rows}")
+        if rows or self.runner.fixed_rows:
+            self.runner.set_fixed_rows(rows)
 
     @classmethod
     def load(
@@ -40,9 +57,10 @@ class Target:
         device: str = "auto",
         backend: str = "auto",
         calibrate: bool = True,
+        fixed_rows: int | None = None,
     ) -> Target:
         model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device)
-        return cls(model, tok, name, backend, calibrate)
+        return cls(model, tok, name, backend, calibrate, fixed_rows)
 
     @property
     def device(self) -> torch.device:
