@@ -56,8 +56,8 @@ def _fixed_rows(value: str) -> int | None:
         rows = int(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected auto or an integer, got {value!r}") from None
-    if rows < 0 or rows == 1:
-        raise argparse.ArgumentTypeError(f"expected 0 (off) or >= 2, got {rows}")
+    if rows < 0 or rows == 1 or rows > 16:
+        raise argparse.ArgumentTypeError(f"expected 0 (off) or 2..16, got {rows}")
     return rows
 
 

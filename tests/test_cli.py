@@ -42,7 +42,8 @@ def test_bad_inputs_print_one_clear_error(capsys, argv, message):
 
 
 @pytest.mark.parametrize(
-    "bad", [["--max-new-tokens", "many"], ["--fixed-rows", "1"], ["--fixed-rows", "wide"]]
+    "bad",
+    [["--max-new-tokens", "many"], ["--fixed-rows", "1"], ["--fixed-rows", "17"], ["--fixed-rows", "wide"]],
 )
 def test_bad_number_is_an_argparse_error(capsys, bad):
     with pytest.raises(SystemExit) as e:

@@ -119,6 +119,7 @@ def test_training_steps_lower_the_loss(dspark):
         losses.append(metrics["loss"])
     assert losses[-1] < 0.75 * losses[0]
     assert metrics["tau_est"] > 1.0
+    assert 1.0 <= metrics["tau_est_k3"] <= min(4.0, metrics["tau_est"])  # 3 drafts accept at most 3
     if dspark:
         assert {"l1", "bce"} <= set(metrics)
 

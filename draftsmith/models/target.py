@@ -9,7 +9,7 @@ import torch
 
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule
-from draftsmith.engine.lean_llama import auto_fixed_rows
+from draftsmith.engine.lean_llama import PAD_SLACK, auto_fixed_rows
 from draftsmith.engine.runner import ModelRunner
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
@@ -44,8 +44,8 @@ class Target:
                 f"fixed-shape steps need the lean runner (Llama-family models); "
                 f"{self.model.config.model_type!r} runs on the Hugging Face forward"
             )
-        if rows < 0 or rows == 1:
-            raise DraftsmithError(f"fixed rows must be 0 (off) or >= 2, got {rows}")
+        if rows < 0 or rows == 1 or rows > PAD_SLACK:
+            raise DraftsmithError(f"fixed rows must be 0 (off) or 2..{PAD_SLACK}, got {rows}")
         if rows or self.runner.fixed_rows:
             self.runner.set_fixed_rows(rows)
 
