@@ -45,8 +45,9 @@ def load_target(
 ) -> Target:
     """The default target (SmolLM2-135M-Instruct) or any HF causal LM: dir, hub id or .gguf file.
 
-    fixed_rows: None picks batch-invariant step shapes where the dtype needs them (bf16 on CPU),
-    0 turns them off, N >= 2 runs every step as N rows (drafts then hold at most N - 1 tokens).
+    fixed_rows: None picks batch-invariant step shapes where the dtype needs them (bf16/fp16 on
+    CPU, Llama-family models), 0 turns them off, 2..16 runs every step of up to N tokens as one
+    N-row shape (drafts then hold at most N - 1 tokens).
     """
     return Target.load(source, dtype=dtype, device=device, fixed_rows=fixed_rows)
 

@@ -52,13 +52,12 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
 def _fixed_rows(value: str) -> int | None:
     if value == "auto":
         return None
+    from draftsmith.engine.lean_llama import check_fixed_rows
+
     try:
-        rows = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected auto or an integer, got {value!r}") from None
-    if rows < 0 or rows == 1 or rows > 16:
-        raise argparse.ArgumentTypeError(f"expected 0 (off) or 2..16, got {rows}")
-    return rows
+        return check_fixed_rows(int(value))
+    except (ValueError, DraftsmithError) as e:
+        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}") from e
 
 
 def _load_target(args: argparse.Namespace):
@@ -339,6 +338,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_score(args: argparse.Namespace) -> int:
+    """Teacher-forced accepted length of a trained drafter on prompt/answer pairs: no decoding, so
+    it isolates what the drafter learned from how a machine verifies it."""
+    import torch
+
+    from draftsmith.drafters.dflash.checkpoint import load_drafter
+    from draftsmith.drafters.dflash.drafter import shipped_drafter
+    from draftsmith.training.cache import OnlineData
+    from draftsmith.training.train import TrainConfig, held_out_tau
+
+    if not Path(args.answers).is_file():  # before the slow model load
+        raise DraftsmithError(f"answers file not found: {args.answers}")
+    target = _load_target(args)
+    directory = args.drafter or shipped_drafter(args.method, target)
+    if not directory:
+        raise DraftsmithError(f"--drafter DIR is needed: no {args.method} drafter ships for this target")
+    model = load_drafter(directory, target, dtype=torch.float32).eval()
+    if (model.cfg.markov_rank > 0) != (args.method == "dspark"):
+        raise DraftsmithError(f"{directory} is not a {args.method} drafter")
+    data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
+    cfg = TrainConfig(method=args.method, anchors=args.anchors, block_size=model.cfg.block_size)
+    taus = held_out_tau(model, data, cfg)
+    print(json.dumps({"drafter": str(directory), "answers": args.answers, "sequences": len(data), **taus}))
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     import torch
 
@@ -369,9 +394,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rows, row_major = plan.get(n, (n, False))
         layout = "[out,in]" if row_major else "[in,out]"
         print(f"| {n} | {1000 * t:.1f} | {t / cost[1]:.2f} | {rows}, {layout} |")
-    fixed = auto_fixed_rows(target.runner)
+    fixed = auto_fixed_rows(target.runner) if args.fixed_rows is None else args.fixed_rows
     if fixed:
-        print(f"fixed-shape steps (auto for this dtype): {fixed} rows, drafts of up to {fixed - 1} tokens")
+        how = "auto for this dtype" if args.fixed_rows is None else "--fixed-rows"
+        print(f"fixed-shape steps ({how}): {fixed} rows, drafts of up to {fixed - 1} tokens")
     return 0
 
 
@@ -495,6 +521,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-after", type=int, default=None, help="end this run at that step (resume later)")
     _add_target_args(p)
     p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("score", help="teacher-forced accepted length of a drafter on prompt/answer pairs")
+    p.add_argument("--method", choices=["dflash", "dspark"], default="dspark")
+    p.add_argument("--drafter", default=None, help="a trained drafter directory (default: the shipped one)")
+    p.add_argument("--answers", required=True, help="JSONL of prompt/answer rows (`data regenerate` output)")
+    p.add_argument("--anchors", type=int, default=32, help="anchored blocks per sequence (fixed seed)")
+    p.add_argument("--max-len", type=int, default=768, help="longest sequence")
+    _add_target_args(p)
+    p.set_defaults(func=cmd_score)
 
     p = sub.add_parser("calibrate", help="time the target's step shapes on this machine and print the table")
     p.add_argument("--force", action="store_true", help="measure again instead of reusing the cached table")

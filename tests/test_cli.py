@@ -142,3 +142,19 @@ def test_drafter_paths_per_method():
     assert _drafter_paths([f"dflash={here}", f"dspark={here}"]) == {"dflash": here, "dspark": here}
     assert _drafter_paths([here]) == {"*": here}
     assert _drafter_paths(None) == {}
+
+
+def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path):
+    answers = tmp_path / "answers.jsonl"
+    rows = [
+        {"id": "a", "prompt": "What is 12 + 30?", "answer": "12 + 30 = 42. The answer is 42."},
+        {"id": "b", "prompt": "Name three colours.", "answer": "Red, green and blue are three colours."},
+    ]
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    code, out, err = run(capsys, "score", "--method", "dspark", "--answers", str(answers), "--anchors", "8")
+    assert code == 0, err
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["sequences"] == 2
+    assert 1.0 <= result["tau_k3"] <= min(4.0, result["tau"])
+    code, _, err = run(capsys, "score", "--answers", str(tmp_path / "none.jsonl"))
+    assert code == 2 and "not found" in err

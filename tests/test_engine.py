@@ -291,6 +291,17 @@ def test_fixed_rows_make_each_row_independent_of_its_step():
             at += n
         assert at == 60
         assert torch.equal(torch.cat(parts), one_by_one), sizes
+    # across the 512-key window boundary: steps ending on either side must agree bit for bit
+    long_ids = prompt(n=540)
+    runner.reset(560)
+    runner.forward(long_ids[:500], n_logits=0)
+    one_by_one = torch.cat([runner.forward(long_ids[i : i + 1]).logits for i in range(500, 540)])
+    runner.rollback(500)
+    parts, at = [], 500
+    for n in [3, 4, 2, 4, 4, 1, 4, 3, 4, 4, 3, 4]:
+        parts.append(runner.forward(long_ids[at : at + n], n_logits=n).logits)
+        at += n
+    assert at == 540 and torch.equal(torch.cat(parts), one_by_one)
 
 
 def test_fixed_rows_keep_every_method_identical_in_bf16():
@@ -306,3 +317,15 @@ def test_fixed_rows_keep_every_method_identical_in_bf16():
             assert res.tokens == expected, (drafter.name, seed)
             assert res.stats.drafted > 0 or drafter.name == "ngram"
             assert len(res.stats.drafted_at) <= 3, "drafts must fit the fixed step"
+
+
+def test_fixed_rows_flatten_the_cost_table_and_turning_them_off_restores_it():
+    runner = make_runner(tiny_model("llama"))
+    runner.measured_cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.5}
+    runner.set_fixed_rows(4)
+    assert runner.step_cost == {1: 1.7, 2: 1.7, 3: 1.7, 4: 1.7}
+    runner.set_fixed_rows(0)
+    assert runner.step_cost == runner.measured_cost
+    for bad in (1, 17, -1, 2.0, "4", True):
+        with pytest.raises(DraftsmithError, match="fixed rows"):
+            runner.set_fixed_rows(bad)

@@ -116,7 +116,7 @@ def test_bf16_fixed_rows_make_dspark_reproduce_plain_decoding():
     """bf16 rounds differently per step shape; fixed-shape steps make speculation bit-exact again."""
     from draftsmith.api import load_target
 
-    target = load_target(dtype="bfloat16")  # auto: fixed-shape steps for bf16 on CPU
+    target = load_target(dtype="bfloat16", device="cpu")  # auto: fixed-shape steps for bf16 on CPU
     assert target.runner.fixed_rows >= 2
     drafter = build_drafter("dspark", target)
     for text in PROMPTS[:2]:

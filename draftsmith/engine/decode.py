@@ -78,7 +78,8 @@ def speculative_generate(
     """Decode with `drafter` proposing up to k tokens a round; output equals the target's own.
 
     adaptive: shorten each draft to the length that pays on this machine (needs the runner's
-    measured step costs; see draft_length.py). `verifier` is injectable so tests can prove that
+    measured step costs; see draft_length.py). With fixed-shape steps (runner.fixed_rows = N)
+    drafts are capped at N - 1 tokens whatever k says. `verifier` is injectable so tests can prove that
     a wrong rule is caught.
     """
     params = params or SamplingParams()

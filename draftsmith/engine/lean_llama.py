@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput, now
+from draftsmith.errors import DraftsmithError
 from draftsmith.paths import data_dir
 
 SUPPORTED = {"llama", "mistral", "qwen2", "qwen3"}
@@ -84,11 +85,20 @@ def round_up(n: int, block: int) -> int:
     return -(-n // block) * block
 
 
+def check_fixed_rows(rows: object) -> int:
+    """The one rule for fixed-shape step sizes: 0 (off) or 2..PAD_SLACK rows (the padded rows must
+    fit the cache slack)."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or rows == 1 or rows > PAD_SLACK:
+        raise DraftsmithError(f"fixed rows must be 0 (off) or an integer 2..{PAD_SLACK}, got {rows!r}")
+    return rows
+
+
 class LeanLlamaRunner(ModelRunner):
     """Lean batch-1 forward. `plan[n] = (rows, row_major)`: how an n-token step is executed.
 
-    Padding a step with copies of its last token never changes the real rows (attention is causal
-    and the padded K/V lie beyond the cache length), so a plan only changes speed. `calibrate`
+    Padding a step with copies of its last token leaves the real rows unchanged in exact
+    arithmetic (attention is causal and the padded K/V lie beyond the cache length), so in fp32 a
+    plan only changes speed; in bf16 the step shape changes the rounding (see `set_fixed_rows`). `calibrate`
     measures the step time for each shape on this machine and picks the fastest plan per n; the
     measured table is also what a hardware-aware drafter or the planner can read (`step_cost`).
     """
@@ -130,7 +140,7 @@ class LeanLlamaRunner(ModelRunner):
                 )
             )
         self.plan: dict[int, tuple[int, bool]] = {}
-        self.fixed_rows = 0
+        self.measured_cost: dict[int, float] = {}  # calibrated seconds per free n-token step
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
 
@@ -155,17 +165,27 @@ class LeanLlamaRunner(ModelRunner):
         step disagree now and then and speculative output drifts from plain output. With one
         step shape (same rows, same layout, a key window rounded to KV_BLOCK, logits over all
         rows) each row's result depends only on its own token and position, so every method
-        reproduces plain decoding bit for bit. Drafts are capped at rows - 1 tokens. Where
-        reduced-precision verify steps of a few rows cost about the same as one (bf16 on CPUs
+        reproduces plain decoding bit for bit. Longer steps (prefill) run as they are: plain and
+        speculative decoding share the same prefill. The engine caps drafts at rows - 1 tokens.
+        Where reduced-precision verify steps of a few rows cost about the same as one (bf16 on CPUs
         with native bf16), this buys exactness for ~10% of plain speed. 0 turns it off.
         """
-        if rows < 0 or rows == 1 or rows > PAD_SLACK:
-            raise ValueError(f"fixed rows must be 0 (off) or 2..{PAD_SLACK}, got {rows}")
-        self.fixed_rows = rows
+        self.fixed_rows = check_fixed_rows(rows)
         self.capacity = 0  # reallocate: the cache must hold the rounded window
-        if rows and self.step_cost:
-            flat = self.step_cost.get(rows, max(self.step_cost.values()))
-            self.step_cost = {n: flat for n in range(1, rows + 1)}
+        self._derive_step_cost()
+
+    def _fixed_shape(self) -> tuple[int, bool]:
+        """(rows, layout) every fixed step runs as: the calibrated plan for fixed_rows tokens."""
+        n = self.fixed_rows
+        return self.plan.get(n, (n, self.row_major(n)))
+
+    def _derive_step_cost(self) -> None:
+        """The cost table the draft-length policy reads: measured, or flat under fixed shapes."""
+        cost = self.measured_cost
+        if self.fixed_rows and cost:
+            flat = cost.get(self.fixed_rows, max(cost.values()))
+            cost = {n: flat for n in range(1, self.fixed_rows + 1)}
+        self.step_cost = dict(cost)
 
     def row_major(self, rows: int) -> bool:
         """Weight layout for a step of `rows` rows: the calibrated choice, else [out, in] for long
@@ -185,7 +205,7 @@ class LeanLlamaRunner(ModelRunner):
         n_real = ids.shape[1]
         fixed = 0 < n_real <= self.fixed_rows
         if fixed:
-            rows, row_major = self.fixed_rows, self.row_major(self.fixed_rows)
+            rows, row_major = self._fixed_shape()
         else:
             rows, row_major = self.plan.get(n_real, (n_real, self.row_major(n_real)))
         if rows > n_real:
@@ -196,11 +216,7 @@ class LeanLlamaRunner(ModelRunner):
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         cos, sin = self.cos[start:end], self.sin[start:end]
         # a query at position start+i sees keys 0..start+i (SDPA's is_causal aligns top-left, so build it)
-        mask = (
-            None
-            if n == 1 and keys == end
-            else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
-        )
+        mask = None if n == 1 else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
         x = self.embed(ids)
         out: dict[HiddenKey, torch.Tensor] = {}
         if 0 in hidden:
@@ -230,11 +246,11 @@ class LeanLlamaRunner(ModelRunner):
                 out[i + 1] = x[0, :n_real]
         logits = None
         if n_logits or FINAL in hidden:
-            normed = self._rms(x[0, :n_real], self.norm_w)
+            normed = self._rms(x[0] if fixed else x[0, :n_real], self.norm_w)
             if FINAL in hidden:
-                out[FINAL] = normed
+                out[FINAL] = normed[:n_real]
             if n_logits and fixed:  # every row through the lm_head, so its matmul shape never varies
-                logits = self.lm_head(self._rms(x[0], self.norm_w), row_major)[n_real - n_logits : n_real]
+                logits = self.lm_head(normed, row_major)[n_real - n_logits : n_real]
             elif n_logits:
                 logits = self.lm_head(normed[n_real - n_logits :], row_major and n_logits > 2)
         return RunnerOutput(logits, out)
@@ -244,27 +260,32 @@ class LeanLlamaRunner(ModelRunner):
         """Time one step of each shape; set the fastest plan per n; return seconds per n-token step."""
         layouts = (False, True) if self.dual else (False,)
         fixed, self.fixed_rows = self.fixed_rows, 0  # time the free shapes; a fixed plan is built on them
-        self.reset(max(self.capacity, context + max_rows))
-        self.forward(torch.zeros(context, dtype=torch.long), n_logits=0)
-        times: dict[tuple[int, bool], float] = {}
-        for rows in range(1, max_rows + 1):
-            for row_major in layouts:
-                self.plan = {rows: (rows, row_major)}
-                samples = []
-                for _ in range(repeats):
-                    t0 = now(self.device)
-                    self.forward(torch.zeros(rows, dtype=torch.long), n_logits=rows)
-                    samples.append(now(self.device) - t0)
-                    self.rollback(context)
-                times[(rows, row_major)] = min(samples)  # noise only ever adds time
-        plan, cost = {}, {}
-        for n in range(1, max_rows + 1):
-            best = min((t, shape) for shape, t in times.items() if shape[0] >= n)
-            cost[n], plan[n] = best
-        self.plan, self.step_cost = plan, cost
-        self.length = 0
-        if fixed:
-            self.set_fixed_rows(fixed)
+        old_plan, self.plan = self.plan, {}
+        try:
+            self.reset(max(self.capacity, context + max_rows))
+            self.forward(torch.zeros(context, dtype=torch.long), n_logits=0)
+            times: dict[tuple[int, bool], float] = {}
+            for rows in range(1, max_rows + 1):
+                for row_major in layouts:
+                    self.plan = {rows: (rows, row_major)}
+                    samples = []
+                    for _ in range(repeats):
+                        t0 = now(self.device)
+                        self.forward(torch.zeros(rows, dtype=torch.long), n_logits=rows)
+                        samples.append(now(self.device) - t0)
+                        self.rollback(context)
+                    times[(rows, row_major)] = min(samples)  # noise only ever adds time
+            plan, cost = {}, {}
+            for n in range(1, max_rows + 1):
+                best = min((t, shape) for shape, t in times.items() if shape[0] >= n)
+                cost[n], plan[n] = best
+            old_plan = plan
+            self.measured_cost = cost
+        finally:  # an interrupted calibration must not leave fixed shapes off (bf16 would drift)
+            self.plan, self.length = old_plan, 0
+            self.fixed_rows = fixed
+            self.capacity = 0
+            self._derive_step_cost()
         return cost
 
     def calibrate_cached(self, force: bool = False) -> dict[int, float]:
@@ -285,8 +306,9 @@ class LeanLlamaRunner(ModelRunner):
                 raise OSError("recalibrate")
             saved = json.loads(path.read_text())
             self.plan = {int(n): (int(r), bool(m)) for n, (r, m) in saved["plan"].items()}
-            self.step_cost = {int(n): float(t) for n, t in saved["cost"].items()}
-            return self.step_cost
+            self.measured_cost = {int(n): float(t) for n, t in saved["cost"].items()}
+            self._derive_step_cost()
+            return self.measured_cost
         except (OSError, ValueError, KeyError, TypeError):
             pass
         cost = self.calibrate()
@@ -302,13 +324,14 @@ class LeanLlamaRunner(ModelRunner):
 
 def auto_fixed_rows(runner: ModelRunner) -> int:
     """The fixed step shape to use when none is asked for: reduced precision on CPU gets the widest
-    step (2-8 rows) costing at most 10% more than a one-token step (4 when uncalibrated); fp32 is
-    already reproducible across step shapes here, and GPU kernels are not yet verified, so 0."""
+    step (2-8 rows) costing at most 10% more than a one-token step (4 when uncalibrated, 2 when
+    none is that cheap); fp32 is already reproducible across step shapes here, and GPU kernels are
+    not yet verified, so 0. Only the lean runner has fixed shapes."""
     if not isinstance(runner, LeanLlamaRunner) or runner.device.type != "cpu":
         return 0
     if runner.lm_head.w_t.dtype == torch.float32:
         return 0
-    cost = runner.step_cost
+    cost = runner.measured_cost
     if not cost:
         return 4
     cheap = [n for n in range(2, 9) if n in cost and cost[n] <= 1.1 * cost[1]]

@@ -47,7 +47,7 @@ class ModelRunner(ABC):
         self.length = 0
         self.capacity = 0
         self.step_cost: dict[int, float] = {}  # seconds per n-token step, when measured
-        self.fixed_rows = 0  # > 0: every step runs as this many rows, so drafts hold at most rows - 1
+        self.fixed_rows = 0  # > 0: steps of up to this many tokens run as one fixed shape (lean runner)
 
     @property
     def device(self) -> torch.device:
@@ -86,8 +86,12 @@ class ModelRunner(ABC):
         bad = [h for h in hidden if h != FINAL and not (isinstance(h, int) and 0 <= h < self.num_layers)]
         if bad:
             raise ValueError(f"hidden-state keys must be 0..{self.num_layers - 1} or {FINAL!r}, got {bad}")
+        if not 0 <= n_logits <= n:
+            raise ValueError(f"n_logits must be 0..{n}, got {n_logits}")
         if self.length + n > self.capacity:
-            raise ValueError(f"KV cache overflow: {self.length} + {n} > {self.capacity}")
+            raise ValueError(
+                f"KV cache overflow: {self.length} + {n} > {self.capacity} (call reset(capacity) first)"
+            )
         out = self._forward(ids.reshape(1, n).to(self.device), n_logits, hidden)
         self.length += n
         return out

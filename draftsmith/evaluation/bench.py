@@ -89,6 +89,7 @@ def machine_info(target: Target) -> dict:
         "torch": torch.__version__,
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "backend": type(target.runner).__name__,
+        "fixed_rows": target.runner.fixed_rows,
     }
 
 

@@ -9,7 +9,7 @@ import torch
 
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule
-from draftsmith.engine.lean_llama import PAD_SLACK, auto_fixed_rows
+from draftsmith.engine.lean_llama import auto_fixed_rows, check_fixed_rows
 from draftsmith.engine.runner import ModelRunner
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
@@ -37,15 +37,12 @@ class Target:
 
     def set_fixed_rows(self, rows: int | None) -> None:
         """Fixed-shape (batch-invariant) steps; None picks them for this dtype and machine."""
-        if rows is None:
-            rows = auto_fixed_rows(self.runner)
+        rows = auto_fixed_rows(self.runner) if rows is None else check_fixed_rows(rows)
         if rows and not hasattr(self.runner, "set_fixed_rows"):
             raise DraftsmithError(
                 f"fixed-shape steps need the lean runner (Llama-family models); "
                 f"{self.model.config.model_type!r} runs on the Hugging Face forward"
             )
-        if rows < 0 or rows == 1 or rows > PAD_SLACK:
-            raise DraftsmithError(f"fixed rows must be 0 (off) or 2..{PAD_SLACK}, got {rows}")
         if rows or self.runner.fixed_rows:
             self.runner.set_fixed_rows(rows)
 
