@@ -343,24 +343,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     it isolates what the drafter learned from how a machine verifies it."""
     import torch
 
-    from draftsmith.drafters.dflash.checkpoint import load_drafter
     from draftsmith.drafters.dflash.drafter import shipped_drafter
+    from draftsmith.drafters.registry import METHODS
     from draftsmith.training.cache import OnlineData
     from draftsmith.training.train import TrainConfig, held_out_tau
 
     if not Path(args.answers).is_file():  # before the slow model load
         raise DraftsmithError(f"answers file not found: {args.answers}")
     target = _load_target(args)
-    directory = args.drafter or shipped_drafter(args.method, target)
-    if not directory:
-        raise DraftsmithError(f"--drafter DIR is needed: no {args.method} drafter ships for this target")
-    model = load_drafter(directory, target, dtype=torch.float32).eval()
-    if (model.cfg.markov_rank > 0) != (args.method == "dspark"):
-        raise DraftsmithError(f"{directory} is not a {args.method} drafter")
+    source = args.drafter or shipped_drafter(args.method, target)
+    model = METHODS[args.method].load_model(target, source, dtype=torch.float32)
     data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
     cfg = TrainConfig(method=args.method, anchors=args.anchors, block_size=model.cfg.block_size)
     taus = held_out_tau(model, data, cfg)
-    print(json.dumps({"drafter": str(directory), "answers": args.answers, "sequences": len(data), **taus}))
+    print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))
     return 0
 
 

@@ -14,7 +14,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from draftsmith.engine.lean_llama import LeanLlamaRunner
 from draftsmith.engine.sampling import SamplingParams, sample_logits
@@ -48,32 +47,19 @@ class BatchSampler:
         """x [b, n, H] for cache rows `slot` [b] (all slots, or one) at positions pos [b, n]."""
         r = self.r
         b, n, _ = x.shape
-        nh, nkv, hd = r.n_heads, r.n_kv, r.head_dim
         cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [b, 1, n, hd]
         row_major = r.row_major(b * n)
         rows = slot[:, None].expand(b, n)
         # all slots: a view of the cache; one slot (prefill): a narrow view; never a gathered copy
         rows_kv = slice(None) if b == self.slots else slice(int(slot[0]), int(slot[0]) + 1)
-        for i, w in enumerate(r.layers):
-            h = w["qkv"](r._rms(x, w["ln1"]), row_major)
-            q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
-            q, k = q.view(b, n, nh, hd), k.view(b, n, nkv, hd)
-            if w["q_norm"] is not None:
-                q, k = w["q_norm"](q), w["k_norm"](k)
-            q = r._rotate(q.transpose(1, 2), cos, sin)
-            k = r._rotate(k.transpose(1, 2), cos, sin)
-            self.k[i, rows, :, pos] = k.transpose(1, 2)
-            self.v[i, rows, :, pos] = v.view(b, n, nkv, hd)
-            att = F.scaled_dot_product_attention(
-                q,
-                self.k[i, rows_kv, :, :span],
-                self.v[i, rows_kv, :, :span],
-                attn_mask=mask,
-                enable_gqa=nh != nkv,
-            )
-            x = x + w["o"](att.transpose(1, 2).reshape(b, n, nh * hd), row_major)
-            gate, up = w["gate_up"](r._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
-            x = x + w["down"](F.silu(gate) * up, row_major)
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            self.k[i, rows, :, pos], self.v[i, rows, :, pos] = k.transpose(1, 2), v.transpose(1, 2)
+
+        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.k[i, rows_kv, :, :span], self.v[i, rows_kv, :, :span]
+
+        x, _ = r.decoder(x, cos, sin, mask, row_major, store, window)
         return r.lm_head(r._rms(x[:, -1], r.norm_w), row_major)  # [b, V]
 
     def _prefill(self, slot: int, ids: list[int]) -> torch.Tensor:

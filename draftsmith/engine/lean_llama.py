@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -201,6 +202,43 @@ class LeanLlamaRunner(ModelRunner):
         x1, x2 = x.chunk(2, dim=-1)
         return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
+    def decoder(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None,
+        row_major: bool,
+        store: Callable[[int, torch.Tensor, torch.Tensor], None],
+        window: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+        keep: tuple[HiddenKey, ...] = (),
+    ) -> tuple[torch.Tensor, dict[HiddenKey, torch.Tensor]]:
+        """The decoder stack over x [b, n, H], shared by this runner and the batched sampler.
+
+        store(i, k, v) writes layer i's new keys and values ([b, n_kv, n, head_dim]) into the
+        caller's cache; window(i) returns the keys and values the queries attend over. Returns the
+        last hidden state and the states listed in `keep` (0 = embeddings, i = output of layer i).
+        """
+        b, n, _ = x.shape
+        nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
+        kept = {0: x} if 0 in keep else {}
+        for i, w in enumerate(self.layers):
+            h = w["qkv"](self._rms(x, w["ln1"]), row_major)
+            q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
+            q, k = q.view(b, n, nh, hd), k.view(b, n, nkv, hd)
+            if w["q_norm"] is not None:
+                q, k = w["q_norm"](q), w["k_norm"](k)
+            q = self._rotate(q.transpose(1, 2), cos, sin)
+            store(i, self._rotate(k.transpose(1, 2), cos, sin), v.view(b, n, nkv, hd).transpose(1, 2))
+            k_all, v_all = window(i)
+            att = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask, enable_gqa=nh != nkv)
+            x = x + w["o"](att.transpose(1, 2).reshape(b, n, nh * hd), row_major)
+            gate, up = w["gate_up"](self._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
+            x = x + w["down"](F.silu(gate) * up, row_major)
+            if i + 1 in keep:
+                kept[i + 1] = x
+        return x, kept
+
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
         n_real = ids.shape[1]
         fixed = 0 < n_real <= self.fixed_rows
@@ -213,37 +251,19 @@ class LeanLlamaRunner(ModelRunner):
         n, start = ids.shape[1], self.length
         end = start + n
         keys = round_up(end, KV_BLOCK) if fixed else end
-        nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         cos, sin = self.cos[start:end], self.sin[start:end]
         # a query at position start+i sees keys 0..start+i (SDPA's is_causal aligns top-left, so build it)
         mask = None if n == 1 else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
         x = self.embed(ids)
-        out: dict[HiddenKey, torch.Tensor] = {}
-        if 0 in hidden:
-            out[0] = x[0, :n_real]
-        for i, w in enumerate(self.layers):
-            h = w["qkv"](self._rms(x, w["ln1"]), row_major)
-            q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
-            q = q.view(1, n, nh, hd)
-            k = k.view(1, n, nkv, hd)
-            if w["q_norm"] is not None:
-                q, k = w["q_norm"](q), w["k_norm"](k)
-            q = self._rotate(q.transpose(1, 2), cos, sin)
-            k = self._rotate(k.transpose(1, 2), cos, sin)
-            self.k_cache[i, :, :, start:end] = k
-            self.v_cache[i, :, :, start:end] = v.view(1, n, nkv, hd).transpose(1, 2)
-            att = F.scaled_dot_product_attention(
-                q,
-                self.k_cache[i, :, :, :keys],
-                self.v_cache[i, :, :, :keys],
-                attn_mask=mask,
-                enable_gqa=nh != nkv,
-            )
-            x = x + w["o"](att.transpose(1, 2).reshape(1, n, nh * hd), row_major)
-            gate, up = w["gate_up"](self._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
-            x = x + w["down"](F.silu(gate) * up, row_major)
-            if i + 1 in hidden:
-                out[i + 1] = x[0, :n_real]
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            self.k_cache[i, :, :, start:end], self.v_cache[i, :, :, start:end] = k, v
+
+        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            return self.k_cache[i, :, :, :keys], self.v_cache[i, :, :, :keys]
+
+        x, kept = self.decoder(x, cos, sin, mask, row_major, store, window, hidden)
+        out: dict[HiddenKey, torch.Tensor] = {key: h[0, :n_real] for key, h in kept.items()}
         logits = None
         if n_logits or FINAL in hidden:
             normed = self._rms(x[0] if fixed else x[0, :n_real], self.norm_w)

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from draftsmith.errors import DraftsmithError
+
 FINAL = "final"
 """Key of the final-norm hidden state in `RunnerOutput.hidden`."""
 
@@ -95,6 +97,14 @@ class ModelRunner(ABC):
         out = self._forward(ids.reshape(1, n).to(self.device), n_logits, hidden)
         self.length += n
         return out
+
+    def set_fixed_rows(self, rows: int) -> None:
+        """Fixed-shape (batch-invariant) steps; only runners that own their forward have them."""
+        if rows:
+            raise DraftsmithError(
+                f"fixed-shape steps need the lean runner (Llama-family models); "
+                f"{self.config.model_type!r} runs on the Hugging Face forward"
+            )
 
     def calibrate_cached(self, force: bool = False) -> dict[int, float]:
         """Measured seconds per n-token step, when the backend can tune itself (else empty)."""

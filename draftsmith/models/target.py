@@ -37,14 +37,7 @@ class Target:
 
     def set_fixed_rows(self, rows: int | None) -> None:
         """Fixed-shape (batch-invariant) steps; None picks them for this dtype and machine."""
-        rows = auto_fixed_rows(self.runner) if rows is None else check_fixed_rows(rows)
-        if rows and not hasattr(self.runner, "set_fixed_rows"):
-            raise DraftsmithError(
-                f"fixed-shape steps need the lean runner (Llama-family models); "
-                f"{self.model.config.model_type!r} runs on the Hugging Face forward"
-            )
-        if rows or self.runner.fixed_rows:
-            self.runner.set_fixed_rows(rows)
+        self.runner.set_fixed_rows(auto_fixed_rows(self.runner) if rows is None else check_fixed_rows(rows))
 
     @classmethod
     def load(

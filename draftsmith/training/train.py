@@ -147,9 +147,9 @@ def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> dict[str, float]
         return {"tau": float("nan"), "tau_k3": float("nan")}
     g = torch.Generator().manual_seed(12345)
     sums = {"tau": 0.0, "tau_k3": 0.0}
+    device = model.fc.weight.device
     for i in range(len(data)):
         batch, feats, final, lse = collate([data[i]], cfg.anchors, cfg.block_size, model.cfg.mask_token_id, g)
-        device = model.fc.weight.device
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
         sums["tau"] += m["tau_est"]

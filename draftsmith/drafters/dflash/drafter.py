@@ -52,18 +52,23 @@ class DFlashDrafter(Drafter):
         self.n_ctx = 0
 
     @classmethod
-    def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
+    def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DFlashModel:
+        """This method's drafter for `target`: a directory, a loaded model, or the shipped one."""
         drafter = drafter or shipped_drafter(cls.name, target)
         if not drafter:
             raise DraftsmithError(
                 f"method {cls.name!r} needs --drafter DIR (a trained drafter; draftsmith ships one only "
                 "for the default target): train one with `draftsmith train`"
             )
-        model = drafter if isinstance(drafter, DFlashModel) else load_drafter(drafter, target)
+        model = drafter if isinstance(drafter, DFlashModel) else load_drafter(drafter, target, dtype)
         if (model.cfg.markov_rank > 0) != (cls.name == "dspark"):
             kind = "DSpark" if model.cfg.markov_rank else "DFlash"
             raise DraftsmithError(f"{drafter} is a {kind} drafter; use --method {kind.lower()}")
-        return cls(model, target.runner.vocab_size, confidence_threshold)
+        return model
+
+    @classmethod
+    def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
+        return cls(cls.load_model(target, drafter), target.runner.vocab_size, confidence_threshold)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight

@@ -149,12 +149,10 @@ def block_loss(
     with torch.no_grad():  # greedy accepted length if every slot were verified (teacher-forced prefix)
         hit = (logits.argmax(-1) == label_idx) & valid
         blocks = hit.view(hit.shape[0], -1, cfg.block_size)
-        run = blocks.int().cumprod(-1).sum(-1)
+        prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
         live = valid.view_as(blocks)[..., 0]
-        metrics["tau_est"] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
-        # the same with drafts capped (tau_est_k3), so block sizes can be compared at the draft
-        # length a machine really verifies
-        run3 = blocks[..., :CAPPED_DRAFT].int().cumprod(-1).sum(-1)
-        metrics["tau_est_k3"] = float(1.0 + run3[live].float().mean()) if live.any() else 1.0
+        # full block, and drafts capped (tau_est_k3) so block sizes compare at the length a machine verifies
+        for key, run in (("tau_est", prefix.sum(-1)), ("tau_est_k3", prefix[..., :CAPPED_DRAFT].sum(-1))):
+            metrics[key] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
     metrics["loss"] = float(loss.detach())
     return loss, metrics
