@@ -243,8 +243,24 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.action == "prompts":
         from draftsmith.training.prompts import main_prompts
 
-        stats = main_prompts(args.n, args.out, seed=args.seed or 0, user_jsonl=args.user_jsonl)
+        stats = main_prompts(args.n, args.out, seed=args.seed or 0, user_jsonl=args.user_jsonl, mix=args.mix)
         print(json.dumps(stats, indent=1))
+        return 0
+
+    if args.action == "throughput":
+        from draftsmith.api import load_target
+        from draftsmith.evaluation.regen_throughput import sweep
+
+        batches = [int(x) for x in args.batches.split(",")]
+        dtypes = args.dtypes.split(",")
+        if any(b < 1 for b in batches):
+            raise DraftsmithError(f"--batches must be positive integers, got {args.batches!r}")
+        print("| dtype | batch | context | step ms | tok/s |\n|---|---|---|---|---|")
+        for pt in sweep(
+            lambda d: load_target(args.target, d, args.device, 0), dtypes, batches, args.context, args.steps
+        ):
+            row = (pt.dtype, pt.batch, pt.context, pt.step_ms, pt.tokens_per_s)
+            print("| " + " | ".join(map(str, row)) + " |", flush=True)
         return 0
 
     if args.action == "regenerate":
@@ -266,7 +282,8 @@ def cmd_data(args: argparse.Namespace) -> int:
             engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
         else:
             engine = local_engine(_load_target(args), cfg)
-        print(json.dumps(regenerate(args.prompts, args.out, engine, limit=args.limit)))
+        chunk = args.chunk or max(256, 8 * args.batch)
+        print(json.dumps(regenerate(args.prompts, args.out, engine, chunk=chunk, limit=args.limit)))
         return 0
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import build_cache
@@ -324,6 +341,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         save_every=args.save_every,
         save_dtype=args.save_dtype,
         init=args.init,
+        schedule=args.schedule,
+        decay=args.decay,
+        label=args.label,
+        held_out=args.held_out,
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
@@ -333,7 +354,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     else:
         layers = default_target_layers(target.runner.num_layers)
         data = OnlineData(target, args.answers, layers, args.max_len)
-    result = train(target, data, cfg, args.out, resume=not args.no_resume, stop_after=args.stop_after)
+    held = TargetCache(args.held_out_cache, target) if args.held_out_cache else None
+    if held is not None and list(held.layers) != list(data.layers):
+        raise DraftsmithError(f"held-out cache has layers {held.layers}, training data {data.layers}")
+    result = train(
+        target, data, cfg, args.out, resume=not args.no_resume, stop_after=args.stop_after, held_out_data=held
+    )
     print(json.dumps(result, indent=1))
     return 0
 
@@ -454,12 +480,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("data", help="build training data: prompts, target-written answers, target cache")
-    p.add_argument("action", choices=["prompts", "regenerate", "cache"])
+    p.add_argument("action", choices=["prompts", "regenerate", "cache", "throughput"])
+    p.add_argument("--batches", default="16,32,64,128,256", help="throughput: batch sizes to time")
+    p.add_argument("--dtypes", default="float32,bfloat16", help="throughput: dtypes to time")
+    p.add_argument("--context", type=int, default=384, help="throughput: typical context length of a slot")
+    p.add_argument("--steps", type=int, default=8, help="throughput: timed decode steps per point")
     p.add_argument(
         "--out", required=True, help="output directory (prompts, cache) or JSONL file (regenerate)"
     )
     p.add_argument("--n", type=int, default=2000, help="prompts: how many")
     p.add_argument("--user-jsonl", default=None, help="prompts: your own prompts to include")
+    p.add_argument(
+        "--mix",
+        default=None,
+        help="prompts: category weights, e.g. code=0.4,chat=0.3,math=0.25,instruction=0.05",
+    )
     p.add_argument("--prompts", default=None, help="regenerate: prompts JSONL (e.g. DIR/train.jsonl)")
     p.add_argument("--engine", choices=["local", "openai"], default="local")
     p.add_argument(
@@ -471,6 +506,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument(
         "--batch", type=int, default=32, help="regenerate local: sequences in flight (1 = speculative engine)"
+    )
+    p.add_argument(
+        "--chunk",
+        type=int,
+        default=None,
+        help="regenerate: prompts per engine call, in file order; each call runs its prompts shortest first "
+        "(default: max(256, 8 x batch))",
     )
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")
@@ -504,9 +546,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-resume", action="store_true")
     p.add_argument(
         "--init",
-        choices=["target", "random"],
-        default="target",
-        help="start the draft layers from the target's last layers, or at random",
+        choices=["random", "target"],
+        default="random",
+        help="draft layers start at random (default; DeepSpec) or as copies of the target's last layers",
+    )
+    p.add_argument(
+        "--schedule",
+        choices=["cosine", "wsd"],
+        default="cosine",
+        help="learning rate after warmup: cosine decay, or wsd (constant, then linear decay over --decay)",
+    )
+    p.add_argument("--decay", type=float, default=0.2, help="wsd: fraction of steps spent decaying")
+    p.add_argument("--held-out", type=int, default=16, help="sequences scored for held-out tau")
+    p.add_argument(
+        "--label",
+        choices=["token", "greedy"],
+        default="token",
+        help="CE target: the answer's written token, or the target's argmax there (what greedy decoding "
+        "accepts)",
+    )
+    p.add_argument(
+        "--held-out-cache",
+        default=None,
+        help="a target cache of answers never trained on, for held-out tau (default: the last 16 sequences)",
     )
     p.add_argument(
         "--save-dtype",

@@ -65,8 +65,8 @@ def greedy_sequences(target: Target, n: int = 4, length: int = 40) -> torch.Tens
 
 
 def test_default_target_layers_match_deepspec():
-    assert default_target_layers(36) == [1, 9, 17, 25, 33]
-    assert default_target_layers(30) == [1, 8, 14, 20, 27]
+    assert default_target_layers(36) == [2, 10, 18, 26, 34]  # DeepSpec ids [1, 9, 17, 25, 33] + 1
+    assert default_target_layers(30) == [2, 9, 15, 21, 28]
 
 
 def test_anchors_respect_the_loss_mask():
@@ -197,3 +197,33 @@ def test_inference_drafts_equal_the_training_path(dspark):
                 slot = logits[s] + model.markov_bias(prev) if dspark else logits[s]
                 prev = slot.argmax()
                 assert int(model.d2t[prev]) == want
+
+
+def test_greedy_labels_score_what_greedy_decoding_accepts():
+    target = tiny_target()
+    model = make_drafter(target, dspark=True)
+    ids = greedy_sequences(target, n=2)
+    with torch.no_grad():
+        greedy = target.model(ids).logits.argmax(-1)
+    feats, final = target_states(target, ids, model.cfg.target_layers)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    mask[:, :8] = False
+    anchors = [torch.tensor([9, 20, 30])] * 2
+    batch = build_blocks(ids, mask, anchors, 4, MASK_ID, greedy)
+    has = batch.labels != -100
+    # on greedily decoded text the written token is the target's argmax at every position
+    assert torch.equal(batch.greedy_labels[has], batch.labels[has])
+    # on other text the two differ, and each slot's greedy label is the argmax at anchor + slot
+    ids2 = ids.clone()
+    ids2[:, 21] = (ids2[:, 21] + 5) % VOCAB
+    with torch.no_grad():
+        greedy2 = target.model(ids2).logits.argmax(-1)
+    batch2 = build_blocks(ids2, mask, anchors, 4, MASK_ID, greedy2)
+    assert batch2.greedy_labels[0, 4 + 1] == greedy2[0, 21] and batch2.labels[0, 4] == ids2[0, 21]
+    head = target.model.get_output_embeddings().weight
+    _, m_tok = block_loss(model, batch, feats, final, head)
+    _, m_greedy = block_loss(model, batch, feats, final, head, label="greedy")
+    assert m_tok["tau_greedy"] == m_tok["tau_est"]  # same labels on greedy text
+    assert m_greedy["ce"] == pytest.approx(m_tok["ce"])
+    with pytest.raises(ValueError, match="greedy tokens"):
+        block_loss(model, build_blocks(ids, mask, anchors, 4, MASK_ID), feats, final, head, label="greedy")

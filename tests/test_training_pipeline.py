@@ -10,7 +10,7 @@ import torch
 from conftest import VOCAB, tiny_target
 
 from draftsmith.errors import DraftsmithError
-from draftsmith.training.cache import TargetCache, build_cache, target_sequence, tokenize_pair
+from draftsmith.training.cache import TargetCache, build_cache, target_sequence, tokenize_row
 from draftsmith.training.jsonl import read_rows
 from draftsmith.training.regenerate import RegenConfig, local_engine, regenerate
 from draftsmith.training.train import TrainConfig, train
@@ -101,7 +101,7 @@ def test_cache_round_trip_resume_and_target_check(tmp_path):
     assert sizes and sizes[0] > 0
     cache = TargetCache(tmp_path / "cache", target)
     row = next(iter(read_rows(answers)))
-    ids, mask = tokenize_pair(target, row["prompt"], row["answer"], 1024)
+    ids, mask = tokenize_row(target, row, 1024)
     ref = target_sequence(target, ids, mask, LAYERS)
     got = cache[0]
     assert got.ids.tolist() == ids and got.loss_mask.tolist() == mask
@@ -213,3 +213,64 @@ def test_training_against_a_bf16_target_online_and_cached(tmp_path):
     ):
         res = train(bf16, data, cfg, tmp_path / out, progress=False)
         assert res["steps"] == 2 and math.isfinite(res["last"]["loss"])
+
+
+def test_cache_uses_the_targets_own_ids_and_no_eos_after_a_truncated_answer(tmp_path):
+    target = tiny_target()
+    prompt = "t5 t6 t7"
+    p_ids = target.encode(prompt)
+    eos = min(target.eos_ids)
+    rows = [
+        # the ids the target wrote differ from what the text re-encodes to: the ids win
+        {"id": "a", "prompt": prompt, "answer": "t9 t9", "answer_ids": [11, 12, 13], "finish_reason": "eos"},
+        # cut at the token budget: the target never chose to stop, so no EOS label
+        {"id": "b", "prompt": prompt, "answer": "t9", "answer_ids": [14, 15], "finish_reason": "length"},
+        # human-written answer without ids: re-encoded text, complete, so it ends with EOS
+        {"id": "c", "prompt": prompt, "answer": "t9 t8"},
+    ]
+    answers = tmp_path / "answers.jsonl"
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    assert cache[0].ids.tolist() == p_ids + [11, 12, 13, eos]
+    assert cache[1].ids.tolist() == p_ids + [14, 15]  # no EOS
+    assert cache[1].loss_mask.tolist() == [False] * len(p_ids) + [True, True]
+    assert cache[2].ids.tolist() == p_ids + target.tokenizer.encode("t9 t8", add_special_tokens=False) + [eos]
+    # the cache also holds the target's own argmax at every position
+    ref = target_sequence(target, cache[0].ids.tolist(), cache[0].loss_mask.tolist(), LAYERS)
+    assert cache[0].greedy.tolist() == ref.greedy.tolist()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**rows[0], "answer_ids": [10**9]}) + "\n")
+    with pytest.raises(DraftsmithError, match="not token ids of this target"):
+        build_cache(target, bad, tmp_path / "cache-bad", LAYERS, progress=False)
+
+
+def test_regenerated_rows_carry_the_target_ids_that_the_cache_trains_on(tmp_path):
+    target = tiny_target()
+    prompts = tmp_path / "prompts.jsonl"
+    write_prompts(prompts, n=3)
+    out = tmp_path / "answers.jsonl"
+    regenerate(prompts, out, local_engine(target, RegenConfig(max_new_tokens=6, batch=2)), progress=False)
+    build_cache(target, out, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    by_id = {r["id"]: r for r in read_rows(out)}
+    for i, row in enumerate(r for r in read_rows(out) if r["answer"]):
+        row = by_id[row["id"]]
+        expect = target.encode(row["prompt"]) + row["answer_ids"]
+        if row["finish_reason"] == "eos":
+            expect.append(min(target.eos_ids))
+        assert cache[i].ids.tolist() == expect
+        assert row["new_tokens"] == len(row["answer_ids"])
+
+
+def test_default_init_is_random_and_wsd_schedule_is_flat_then_decays(tmp_path):
+    from draftsmith.training.train import lr_lambda
+
+    assert TrainConfig().init == "random"
+    f = lr_lambda(TrainConfig(steps=100, warmup=0.1, schedule="wsd", decay=0.2))
+    assert f(0) == pytest.approx(0.1) and f(10) == 1.0 and f(79) == 1.0
+    assert f(90) == pytest.approx(0.5) and f(100) == 0.0
+    with pytest.raises(DraftsmithError, match="schedule"):
+        TrainConfig(schedule="linear")
+    with pytest.raises(DraftsmithError, match="label"):
+        TrainConfig(label="soft")

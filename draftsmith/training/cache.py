@@ -27,7 +27,7 @@ from draftsmith.engine.runner import FINAL
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.regenerate import iter_pairs
 
-FORMAT = "draftsmith-cache/1"
+FORMAT = "draftsmith-cache/2"  # /2 adds the target's greedy (argmax) token per position
 DTYPES = {"float16": np.float16, "float32": np.float32}
 
 
@@ -38,13 +38,36 @@ class Sequence:
     features: torch.Tensor  # [T, n_layers * H]
     final: torch.Tensor  # [T, H]
     lse: torch.Tensor  # [T] logsumexp of the target logits at each position
+    greedy: torch.Tensor  # [T] long: the target's argmax next token at each position
 
 
-def tokenize_pair(target, prompt: str, answer: str, max_len: int) -> tuple[list[int], list[bool]]:
-    """Chat-formatted prompt + answer + EOS; only answer tokens (and the EOS) are learned."""
-    p = target.encode(prompt)
+TRUNCATED = frozenset({"length", "max_tokens"})
+"""finish_reason values of answers cut by the token budget: they did not end, so no EOS is learned."""
+
+
+def tokenize_row(target, row: dict, max_len: int) -> tuple[list[int], list[bool]]:
+    """Chat-formatted prompt + answer (+ EOS if the answer really ended); only the answer is learned.
+
+    The answer's ids are the target's own (`answer_ids`, written by `data regenerate`) when the row
+    has them: text decoded and encoded again can tokenize differently from what the target wrote.
+    An answer cut at the token budget (finish_reason "length") gets no EOS: the target never chose
+    to stop there. Rows without a finish_reason (human-written answers) are complete answers.
+    """
+    p = target.encode(row["prompt"])
+    ids = row.get("answer_ids")
+    if ids is not None:
+        vocab = target.runner.vocab_size
+        if not isinstance(ids, list) or not all(isinstance(t, int) and 0 <= t < vocab for t in ids):
+            raise DraftsmithError(
+                f"answer row {row.get('id', '?')}: answer_ids are not token ids of this target "
+                f"(vocabulary {vocab}); regenerate the answers with this target"
+            )
+        a = list(ids)
+    else:
+        a = target.tokenizer.encode(row["answer"], add_special_tokens=False)
     eos = min(target.eos_ids) if target.eos_ids else None
-    a = target.tokenizer.encode(answer, add_special_tokens=False) + ([eos] if eos is not None else [])
+    if eos is not None and row.get("finish_reason") not in TRUNCATED:
+        a = a + [eos]
     ids = (p + a)[:max_len]
     return ids, ([False] * len(p) + [True] * len(a))[:max_len]
 
@@ -56,17 +79,19 @@ def target_sequence(target, ids: list[int], loss_mask: list[bool], layers: list[
     runner.reset(len(ids))
     out = runner.forward(torch.tensor(ids), n_logits=len(ids), hidden=(*layers, FINAL))
     feats = torch.cat([out.hidden[i] for i in layers], -1)
+    logits = out.logits.float()
     return Sequence(
         torch.tensor(ids),
         torch.tensor(loss_mask),
         feats,
         out.hidden[FINAL],
-        torch.logsumexp(out.logits.float(), -1),
+        torch.logsumexp(logits, -1),
+        logits.argmax(-1),
     )
 
 
 def bytes_per_token(n_layers: int, hidden: int, dtype: str) -> int:
-    return (n_layers + 1) * hidden * np.dtype(DTYPES[dtype]).itemsize + 4 + 1 + 4
+    return (n_layers + 1) * hidden * np.dtype(DTYPES[dtype]).itemsize + 4 + 1 + 4 + 4
 
 
 def _write_shard(path: Path, seqs: list[Sequence], dtype: str) -> dict:
@@ -81,6 +106,7 @@ def _write_shard(path: Path, seqs: list[Sequence], dtype: str) -> dict:
     np.save(tmp / "features.npy", torch.cat([s.features for s in seqs]).float().numpy().astype(np_dtype))
     np.save(tmp / "final.npy", torch.cat([s.final for s in seqs]).float().numpy().astype(np_dtype))
     np.save(tmp / "lse.npy", torch.cat([s.lse for s in seqs]).numpy().astype(np.float32))
+    np.save(tmp / "greedy.npy", torch.cat([s.greedy for s in seqs]).numpy().astype(np.int32))
     shutil.rmtree(path, ignore_errors=True)
     os.replace(tmp, path)
     return {"name": path.name, "sequences": len(seqs), "tokens": int(sum(lengths))}
@@ -132,7 +158,7 @@ def build_cache(
                 f"{out} holds a cache built with other settings {mismatch}; use another --out directory"
             )
         shards = old["shards"]
-    pairs = [tokenize_pair(target, r["prompt"], r["answer"], max_len) for r in iter_pairs(answers)][:limit]
+    pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
     if not pairs:
         raise DraftsmithError(f"{answers} has no prompt/answer rows")
     total_tokens = sum(len(ids) for ids, _ in pairs)
@@ -185,6 +211,11 @@ class TargetCache:
             raise DraftsmithError(f"no target cache at {directory} (missing manifest.json)")
         self.manifest = json.loads(path.read_text())
         if self.manifest.get("format") != FORMAT:
+            if str(self.manifest.get("format", "")).startswith("draftsmith-cache/"):
+                raise DraftsmithError(
+                    f"{directory} is a {self.manifest['format']} cache; this version reads {FORMAT} "
+                    "(it adds the target's greedy tokens): rebuild it with `draftsmith data cache`"
+                )
             raise DraftsmithError(f"{directory} is not a draftsmith target cache")
         if target is not None and self.manifest["target_fingerprint"] != target_fingerprint(target):
             built_for = self.manifest["target_name"]
@@ -195,7 +226,7 @@ class TargetCache:
         for s_i, shard in enumerate(self.manifest["shards"]):
             arrays = {
                 n: np.load(self.dir / shard["name"] / f"{n}.npy", mmap_mode="r")
-                for n in ("offsets", "ids", "loss_mask", "features", "final", "lse")
+                for n in ("offsets", "ids", "loss_mask", "features", "final", "lse", "greedy")
             }
             self.shards.append(arrays)
             self.index.extend((s_i, j) for j in range(shard["sequences"]))
@@ -213,6 +244,7 @@ class TargetCache:
             torch.from_numpy(np.array(a["features"][lo:hi], dtype=np.float32)),
             torch.from_numpy(np.array(a["final"][lo:hi], dtype=np.float32)),
             torch.from_numpy(np.array(a["lse"][lo:hi], dtype=np.float32)),
+            torch.from_numpy(np.array(a["greedy"][lo:hi], dtype=np.int64)),
         )
 
     def __iter__(self) -> Iterator[Sequence]:
@@ -235,7 +267,7 @@ class OnlineData:
 
     def __init__(self, target, answers: str | Path, layers: list[int], max_len: int = 1024) -> None:
         self.target, self.layers = target, list(layers)
-        self.pairs = [tokenize_pair(target, r["prompt"], r["answer"], max_len) for r in iter_pairs(answers)]
+        self.pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)]
         if not self.pairs:
             raise DraftsmithError(f"{answers} has no prompt/answer rows")
 

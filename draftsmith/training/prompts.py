@@ -680,8 +680,26 @@ def write_prompt_set(ps: PromptSet, out_dir: str | os.PathLike[str]) -> dict[str
     return paths
 
 
-def main_prompts(n: int, out: str, seed: int = 0, user_jsonl: str | None = None) -> dict[str, Any]:
-    """``draftsmith data prompts``: build ``n`` prompts (default mix), write them to ``out``, return stats."""
-    ps = build_prompt_set(n, seed=seed, user_jsonl=user_jsonl)
+def parse_mix(text: str | None) -> dict[str, float] | None:
+    """``code=0.4,chat=0.3,math=0.25,instruction=0.05`` -> weights (None: the default mix)."""
+    if not text:
+        return None
+    mix = {}
+    for part in text.split(","):
+        name, _, weight = part.partition("=")
+        try:
+            mix[name.strip()] = float(weight)
+        except ValueError:
+            raise DraftsmithError(
+                f"--mix expects name=weight pairs like code=0.4,chat=0.3, got {part!r}"
+            ) from None
+    return mix
+
+
+def main_prompts(
+    n: int, out: str, seed: int = 0, user_jsonl: str | None = None, mix: str | None = None
+) -> dict[str, Any]:
+    """``draftsmith data prompts``: build ``n`` prompts in the mix, write them to ``out``, return stats."""
+    ps = build_prompt_set(n, mix=parse_mix(mix), seed=seed, user_jsonl=user_jsonl)
     write_prompt_set(ps, out)
     return ps.stats

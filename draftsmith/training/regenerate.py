@@ -63,7 +63,14 @@ Engine = Callable[[list[dict]], Iterable[tuple[dict, dict]]]
 
 
 def _answer(target, tokens: list[int], finish_reason: str) -> dict:
-    return {"answer": target.decode(tokens), "finish_reason": finish_reason, "new_tokens": len(tokens)}
+    """The answer as text and as the target's own token ids: decoding to text and encoding again
+    can give other ids than the target wrote, so the cache trains on `answer_ids` when present."""
+    return {
+        "answer": target.decode(tokens),
+        "answer_ids": list(tokens),
+        "finish_reason": finish_reason,
+        "new_tokens": len(tokens),
+    }
 
 
 def local_engine(target, cfg: RegenConfig) -> Engine:
@@ -114,6 +121,10 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
         rows, encoded = encode(rows)
         if not rows:
             return
+        # shortest prompts first: slots that run side by side then have similar lengths, and every
+        # step's attention spans the longest active slot
+        order = sorted(range(len(rows)), key=lambda i: len(encoded[i]))
+        rows, encoded = [rows[i] for i in order], [encoded[i] for i in order]
         sampler = BatchSampler(
             target.runner, min(cfg.batch, len(rows)), max(map(len, encoded)) + cfg.max_new_tokens
         )

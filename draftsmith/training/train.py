@@ -1,6 +1,7 @@
 """Train a DFlash or DSpark drafter from a target cache (or online, from the target itself).
 
-AdamW, linear warmup + cosine decay, gradient clipping, fp32 or bf16 autocast, periodic held-out
+AdamW, linear warmup then cosine decay or a constant rate with a short linear decay at the end
+("wsd", which keeps a run extendable), gradient clipping, fp32 or bf16 autocast, periodic held-out
 accepted length, atomic checkpoints and exact resume: batch s is drawn from a generator seeded by
 (seed, s), so a resumed run sees the same batches and, with the optimizer state restored, lands on
 the same weights as an uninterrupted one. Under `torchrun` each rank takes its slice of every
@@ -38,6 +39,8 @@ class TrainConfig:
     anchors: int = 64  # anchored blocks per sequence
     lr: float = 6e-4
     warmup: float = 0.04
+    schedule: str = "cosine"  # "cosine", or "wsd": constant after warmup, linear decay over the last `decay`
+    decay: float = 0.2
     weight_decay: float = 0.0
     clip: float = 1.0
     block_size: int = 7
@@ -50,7 +53,8 @@ class TrainConfig:
     eval_every: int = 100
     save_every: int = 200
     held_out: int = 16  # cache sequences kept for the held-out tau
-    init: str = "target"  # "target": copy the target's last layers; "random"
+    init: str = "random"  # "random" (DeepSpec); "target": copy the target's last layers
+    label: str = "token"  # CE target: "token" (the answer as written) or "greedy" (the target's argmax)
     save_dtype: str = "float32"  # dtype of the drafter files (float16 to ship); resume state stays fp32
 
     def __post_init__(self) -> None:
@@ -61,6 +65,12 @@ class TrainConfig:
                 raise DraftsmithError(f"{name} must be >= 1")
         if self.lr <= 0 or not 0 <= self.warmup < 1:
             raise DraftsmithError("lr must be > 0 and warmup in [0, 1)")
+        if self.schedule not in ("cosine", "wsd") or not 0 < self.decay <= 1:
+            raise DraftsmithError("schedule must be cosine or wsd, with decay in (0, 1]")
+        if self.init not in ("random", "target"):
+            raise DraftsmithError(f"init must be random or target, got {self.init!r}")
+        if self.label not in ("token", "greedy"):
+            raise DraftsmithError(f"label must be token or greedy, got {self.label!r}")
 
 
 def drafter_config(target, cfg: TrainConfig, layers: list[int], mask_token_id: int) -> DFlashConfig:
@@ -113,7 +123,8 @@ def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: tor
 
     ids = torch.stack([pad(s.ids) for s in seqs])
     mask = torch.stack([pad(s.loss_mask, False) for s in seqs])
-    batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id)
+    greedy = torch.stack([pad(s.greedy) for s in seqs])
+    batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id, greedy)
     feats, final, lse = (
         torch.stack([pad(getattr(s, name)) for s in seqs]).float() for name in ("features", "final", "lse")
     )
@@ -122,10 +133,13 @@ def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: tor
 
 def lr_lambda(cfg: TrainConfig):
     warm = max(1, int(cfg.warmup * cfg.steps))
+    decay_start = cfg.steps - max(1, int(cfg.decay * cfg.steps))
 
     def f(step: int) -> float:
         if step < warm:
             return (step + 1) / warm
+        if cfg.schedule == "wsd":
+            return 1.0 if step < decay_start else max(0.0, (cfg.steps - step) / (cfg.steps - decay_start))
         return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - warm) / max(1, cfg.steps - warm))))
 
     return f
@@ -141,19 +155,22 @@ def _dist() -> tuple[int, int]:
 
 @torch.no_grad()
 def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> dict[str, float]:
-    """Greedy accepted length on held-out sequences (fixed anchors): "tau" if every block slot
-    were verified, "tau_k3" with drafts capped at 3 tokens."""
+    """Accepted length on held-out sequences (fixed anchors), teacher-forced: "tau" against the
+    answer's tokens and "tau_greedy" against the target's argmax (what greedy decoding accepts;
+    exact on greedy answers), each if every block slot were verified and ("_k3") with drafts
+    capped at 3 tokens."""
+    keys = ("tau", "tau_k3", "tau_greedy", "tau_greedy_k3")
     if not len(data):
-        return {"tau": float("nan"), "tau_k3": float("nan")}
+        return {k: float("nan") for k in keys}
     g = torch.Generator().manual_seed(12345)
-    sums = {"tau": 0.0, "tau_k3": 0.0}
+    sums = dict.fromkeys(keys, 0.0)
     device = model.fc.weight.device
     for i in range(len(data)):
         batch, feats, final, lse = collate([data[i]], cfg.anchors, cfg.block_size, model.cfg.mask_token_id, g)
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
-        sums["tau"] += m["tau_est"]
-        sums["tau_k3"] += m["tau_est_k3"]
+        for k in keys:
+            sums[k] += m[k.replace("tau", "tau_est", 1) if not k.startswith("tau_greedy") else k]
     return {k: v / len(data) for k, v in sums.items()}
 
 
@@ -165,16 +182,23 @@ def train(
     resume: bool = True,
     progress: bool = True,
     stop_after: int | None = None,
+    held_out_data=None,
 ) -> dict:
     """Train on `data` (a TargetCache or any indexable of Sequence); write the drafter to out_dir.
 
     stop_after: end this run (with a checkpoint) at that step; a later call resumes from it.
+    held_out_data: sequences never trained on for the held-out tau (first cfg.held_out of them);
+    without it the last cfg.held_out sequences of `data` are held out.
     """
     rank, world = _dist()
     out = Path(out_dir)
-    n_held = min(cfg.held_out, max(0, len(data) - 1))
+    if held_out_data is not None:
+        n_held = 0
+        held = [held_out_data[i] for i in range(min(cfg.held_out, len(held_out_data)))]
+    else:
+        n_held = min(cfg.held_out, max(0, len(data) - 1))
+        held = [data[i] for i in range(len(data) - n_held, len(data))]
     train_idx = list(range(len(data) - n_held))
-    held = [data[i] for i in range(len(data) - n_held, len(data))]
     if not train_idx:
         raise DraftsmithError("no training sequences")
     layers = list(data.layers) if hasattr(data, "layers") else None
@@ -222,7 +246,9 @@ def train(
         )
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
-            loss, metrics = block_loss(net if world == 1 else net.module, batch, feats, final, target_lse=lse)
+            loss, metrics = block_loss(
+                net if world == 1 else net.module, batch, feats, final, target_lse=lse, label=cfg.label
+            )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip))
@@ -231,8 +257,7 @@ def train(
         step += 1
         row = {"step": step, **metrics, "grad_norm": round(grad_norm, 4), "lr": sched.get_last_lr()[0]}
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            held_tau = held_out_tau(model, held, cfg)
-            row["held_out_tau"], row["held_out_tau_k3"] = held_tau["tau"], held_tau["tau_k3"]
+            row.update({f"held_out_{k}": v for k, v in held_out_tau(model, held, cfg).items()})
         log.append(row)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", tau=f"{metrics['tau_est']:.2f}")
         bar.update()

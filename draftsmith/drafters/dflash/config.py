@@ -17,11 +17,13 @@ FORMAT = "draftsmith-dflash/1"
 
 
 def default_target_layers(num_layers: int, n: int = 5) -> list[int]:
-    """n layers evenly spaced from 1 to L-3 (DeepSpec: [1, 9, 17, 25, 33] for 36 layers)."""
+    """Hidden-state keys (HF `hidden_states` indices: i = output of decoder layer i-1) of n layers
+    spaced evenly over decoder layers 1..L-3, DeepSpec's and z-lab's rule: their ids [1, 9, 17, 25, 33]
+    for 36 layers name layer outputs and are read as hidden_states[id + 1]."""
     lo, hi = 1, max(1, num_layers - 3)
     if n == 1:
-        return [hi]
-    return sorted({round(lo + i * (hi - lo) / (n - 1)) for i in range(n)})
+        return [num_layers // 2 + 1]
+    return sorted({round(lo + i * (hi - lo) / (n - 1)) + 1 for i in range(n)})
 
 
 @dataclass

@@ -28,6 +28,7 @@ class BlockBatch:
     prev_ids: torch.Tensor  # [b, Q] x_(a+k): the token before each slot's prediction (teacher forcing)
     slot: torch.Tensor  # [Q] slot index k
     target_pos: torch.Tensor  # [b, Q] a + k: where the target's own distribution for slot k lives
+    greedy_labels: torch.Tensor | None = None  # [b, Q] the target's argmax at a + k (IGNORE where absent)
 
 
 def sample_anchors(loss_mask: torch.Tensor, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -46,8 +47,13 @@ def build_blocks(
     anchors: list[torch.Tensor],
     block_size: int,
     mask_token_id: int,
+    greedy: torch.Tensor | None = None,
 ) -> BlockBatch:
-    """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded."""
+    """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded.
+
+    greedy [b, T] (optional): the target's argmax next token at each position, so a slot can also
+    be scored (or trained) against what greedy decoding would accept instead of the written token.
+    """
     b, t = ids.shape
     n_anchor = max(1, max(len(a) for a in anchors))
     q = n_anchor * block_size
@@ -77,7 +83,10 @@ def build_blocks(
             mask[i, rows, t + j * block_size : t + (j + 1) * block_size] = True
     ctx_pos = torch.arange(t).expand(b, t)
     target_pos = block_pos.clamp(max=t - 1)
-    return BlockBatch(block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos)
+    greedy_labels = None
+    if greedy is not None:
+        greedy_labels = torch.where(labels == IGNORE, IGNORE, torch.gather(greedy, 1, target_pos))
+    return BlockBatch(block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos, greedy_labels)
 
 
 def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -> torch.Tensor:
@@ -99,11 +108,16 @@ def block_loss(
     target_final: torch.Tensor | None = None,
     target_head: torch.Tensor | None = None,
     target_lse: torch.Tensor | None = None,
+    label: str = "token",
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """DFlash: position-weighted CE. DSpark: 0.1 CE + 0.9 L1(p_draft, p_target) + 1.0 BCE(confidence).
 
-    The target distribution comes from its final-norm states: with the cached log-normaliser
-    (target_lse) only the draft-vocabulary logits are computed; otherwise the full lm_head is used.
+    label: what the CE term learns, "token" (the token written in the answer) or "greedy" (the
+    target's argmax at that position, which is what greedy verification accepts; needs the batch's
+    greedy labels). The target distribution comes from its final-norm states: with the cached
+    log-normaliser (target_lse) only the draft-vocabulary logits are computed; otherwise the full
+    lm_head is used. Metrics: tau_est (against the written tokens) and, when the batch has them,
+    tau_greedy (against the target's argmax), each also with drafts capped at CAPPED_DRAFT.
     """
     cfg = model.cfg
     states = block_forward(model, batch, features)
@@ -112,7 +126,15 @@ def block_loss(
     if cfg.markov_rank:
         logits = logits + model.markov_bias(prev_idx)
     vd = logits.shape[-1]
-    label_idx = torch.where(batch.labels == IGNORE, vd, model.t2d[batch.labels.clamp(min=0)])
+
+    def draft_index(labels: torch.Tensor) -> torch.Tensor:
+        return torch.where(labels == IGNORE, vd, model.t2d[labels.clamp(min=0)])
+
+    if label not in ("token", "greedy"):
+        raise ValueError(f"label must be 'token' or 'greedy', got {label!r}")
+    if label == "greedy" and batch.greedy_labels is None:
+        raise ValueError("label='greedy' needs a batch built with the target's greedy tokens")
+    label_idx = draft_index(batch.labels if label == "token" else batch.greedy_labels)
     valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
     weight = model.position_weights(logits.device)[batch.slot].expand_as(valid) * valid
     norm = weight.sum().clamp(min=1e-6)
@@ -146,13 +168,35 @@ def block_loss(
             bce_loss = (bce * w_all).sum() / n_all
             loss = loss + bce_loss
             metrics["bce"] = float(bce_loss.detach())
-    with torch.no_grad():  # greedy accepted length if every slot were verified (teacher-forced prefix)
-        hit = (logits.argmax(-1) == label_idx) & valid
-        blocks = hit.view(hit.shape[0], -1, cfg.block_size)
-        prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
-        live = valid.view_as(blocks)[..., 0]
-        # full block, and drafts capped (tau_est_k3) so block sizes compare at the length a machine verifies
-        for key, run in (("tau_est", prefix.sum(-1)), ("tau_est_k3", prefix[..., :CAPPED_DRAFT].sum(-1))):
-            metrics[key] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
+    with torch.no_grad():
+        draft = logits.argmax(-1)
+
+        def scored(labels: torch.Tensor) -> torch.Tensor:  # draft index, -1 outside the draft vocab
+            idx = draft_index(labels)
+            return torch.where(labels == IGNORE, IGNORE, torch.where(idx == vd, -1, idx))
+
+        metrics.update(accepted_length(draft, scored(batch.labels), cfg.block_size, "tau_est"))
+        if batch.greedy_labels is not None:
+            metrics.update(accepted_length(draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy"))
     metrics["loss"] = float(loss.detach())
     return loss, metrics
+
+
+def accepted_length(
+    draft: torch.Tensor, labels: torch.Tensor, block_size: int, name: str
+) -> dict[str, float]:
+    """Greedy accepted length per block if every slot were verified (teacher-forced prefix).
+
+    draft: the drafter's argmax as draft-vocabulary indices; labels: the expected tokens as
+    draft-vocabulary indices, -1 for a token outside the draft vocabulary (always a miss) and
+    IGNORE where a slot has no label. Blocks whose first slot has no label are not counted.
+    Returns `name` for the full block and `name`_k3 with drafts capped at CAPPED_DRAFT (the
+    length a machine verifies)."""
+    hit = draft == labels
+    blocks = hit.view(hit.shape[0], -1, block_size)
+    prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
+    live = (labels != IGNORE).view_as(blocks)[..., 0]
+    out = {}
+    for key, run in ((name, prefix.sum(-1)), (f"{name}_k3", prefix[..., :CAPPED_DRAFT].sum(-1))):
+        out[key] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
+    return out
