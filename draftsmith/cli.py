@@ -120,12 +120,14 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
 
 def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dict:
     """Drafter settings; `method` picks that method's --drafter (bench resolves per method itself)."""
+    from draftsmith.drafters.registry import drafter_path
+
     paths = _drafter_paths(args.drafter)
     return {
         "draft_model": args.draft_model,
         "ngram_max": args.ngram_max,
         "ngram_min": args.ngram_min,
-        "drafter": (paths.get(method, paths.get("*")) if method else paths) or None,
+        "drafter": (drafter_path(paths, method) if method else paths) or None,
         "confidence_threshold": args.confidence_threshold,
     }
 

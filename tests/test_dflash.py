@@ -227,3 +227,31 @@ def test_greedy_labels_score_what_greedy_decoding_accepts():
     assert m_greedy["ce"] == pytest.approx(m_tok["ce"])
     with pytest.raises(ValueError, match="greedy tokens"):
         block_loss(model, build_blocks(ids, mask, anchors, 4, MASK_ID), feats, final, head, label="greedy")
+
+
+def test_hybrid_drafter_switches_sources_and_stays_lossless():
+    from draftsmith.drafters.hybrid import HybridDrafter
+    from draftsmith.engine.sampling import SamplingParams
+
+    target = tiny_target()
+    drafter = HybridDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    sources = []
+    propose = drafter.propose
+
+    def recording(*a, **kw):
+        draft = propose(*a, **kw)
+        sources.append(drafter.source)
+        return draft
+
+    drafter.propose = recording
+    # a prompt that repeats itself: the lookup finds long matches; fresh text falls back to DSpark
+    ids = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12] * 3 + [5, 6, 7])
+    plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
+    res = speculative_generate(target.runner, drafter, ids, StopRule(40), adaptive=False)
+    assert res.tokens == plain.tokens
+    assert sources[0] == "ngram"  # the prompt's suffix 5 6 7 occurred before
+    assert "dspark" in sources  # fresh text falls back to DSpark
+    p = SamplingParams(temperature=0.8, seed=3)
+    a = speculative_generate(target.runner, drafter, ids, StopRule(30), p, adaptive=False)
+    b = speculative_generate(target.runner, drafter, ids, StopRule(30), p, adaptive=False)
+    assert a.tokens == b.tokens and len(a.tokens) == 30

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm import tqdm
 
-from draftsmith.drafters.registry import METHODS, build_drafter
+from draftsmith.drafters.registry import METHODS, build_drafter, drafter_path
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -128,7 +128,7 @@ def run_bench(
         if name in METHODS:
             opts = dict(drafter_options)
             if isinstance(opts.get("drafter"), dict):  # {method: dir, "*": dir for any method}
-                opts["drafter"] = opts["drafter"].get(name, opts["drafter"].get("*"))
+                opts["drafter"] = drafter_path(opts["drafter"], name)
             drafter = build_drafter(name, target, k=k, **opts)
 
             def ours(ids, rep, drafter=drafter):

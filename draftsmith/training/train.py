@@ -236,6 +236,7 @@ def train(
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     bar = tqdm(total=cfg.steps, initial=step, desc=f"train {cfg.method}", disable=not progress or rank != 0)
     t0 = time.perf_counter()
+    elapsed0 = log[-1].get("seconds", 0.0) if log else 0.0  # training wall time before a resume
     end = min(cfg.steps, stop_after or cfg.steps)
     while step < end:
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
@@ -256,6 +257,7 @@ def train(
         sched.step()
         step += 1
         row = {"step": step, **metrics, "grad_norm": round(grad_norm, 4), "lr": sched.get_last_lr()[0]}
+        row["seconds"] = round(time.perf_counter() - t0 + elapsed0, 1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row.update({f"held_out_{k}": v for k, v in held_out_tau(model, held, cfg).items()})
         log.append(row)
