@@ -284,8 +284,7 @@ def cmd_data(args: argparse.Namespace) -> int:
             engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
         else:
             engine = local_engine(_load_target(args), cfg)
-        chunk = args.chunk or max(256, 8 * args.batch)
-        print(json.dumps(regenerate(args.prompts, args.out, engine, chunk=chunk, limit=args.limit)))
+        print(json.dumps(regenerate(args.prompts, args.out, engine, limit=args.limit)))
         return 0
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import build_cache
@@ -508,13 +507,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument(
         "--batch", type=int, default=32, help="regenerate local: sequences in flight (1 = speculative engine)"
-    )
-    p.add_argument(
-        "--chunk",
-        type=int,
-        default=None,
-        help="regenerate: prompts per engine call, in file order; each call runs its prompts shortest first "
-        "(default: max(256, 8 x batch))",
     )
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")

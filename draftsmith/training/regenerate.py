@@ -121,9 +121,15 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
         rows, encoded = encode(rows)
         if not rows:
             return
-        # shortest prompts first: slots that run side by side then have similar lengths, and every
-        # step's attention spans the longest active slot
-        order = sorted(range(len(rows)), key=lambda i: len(encoded[i]))
+        # shortest first within windows of 8 x batch prompts: slots that run side by side then have
+        # similar lengths (every step's attention spans the longest active slot), while the file's
+        # mix still arrives in order, so an interrupted run keeps a representative sample
+        window = 8 * cfg.batch
+        order = [
+            i
+            for lo in range(0, len(rows), window)
+            for i in sorted(range(lo, min(len(rows), lo + window)), key=lambda i: len(encoded[i]))
+        ]
         rows, encoded = [rows[i] for i in order], [encoded[i] for i in order]
         sampler = BatchSampler(
             target.runner, min(cfg.batch, len(rows)), max(map(len, encoded)) + cfg.max_new_tokens
