@@ -249,6 +249,12 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(json.dumps(stats, indent=1))
         return 0
 
+    if args.action == "human":
+        from draftsmith.training.human_text import human_pairs
+
+        print(json.dumps(human_pairs(args.n, args.out, args.code_share, args.exclude, args.seed or 0)))
+        return 0
+
     if args.action == "throughput":
         from draftsmith.api import load_target
         from draftsmith.evaluation.regen_throughput import sweep
@@ -481,7 +487,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("data", help="build training data: prompts, target-written answers, target cache")
-    p.add_argument("action", choices=["prompts", "regenerate", "cache", "throughput"])
+    p.add_argument("action", choices=["prompts", "regenerate", "human", "cache", "throughput"])
+    p.add_argument("--code-share", type=float, default=0.5, help="human: fraction of code pairs (rest: chat)")
+    p.add_argument(
+        "--exclude", default=None, help="human: a prompts JSONL whose prompts are left out (held out)"
+    )
     p.add_argument("--batches", default="16,32,64,128,256", help="throughput: batch sizes to time")
     p.add_argument("--dtypes", default="float32,bfloat16", help="throughput: dtypes to time")
     p.add_argument("--context", type=int, default=384, help="throughput: typical context length of a slot")

@@ -212,3 +212,21 @@ def test_apportion():
     assert tp.apportion(3, {"a": 1, "b": 1}) == {"a": 2, "b": 1}
     assert sum(tp.apportion(2000, tp.DEFAULT_MIX).values()) == 2000
     assert tp.apportion(0, {"a": 1}) == {"a": 0}
+
+
+def test_human_written_pairs_skip_held_out_prompts_and_keep_the_mix(tmp_path):
+    from draftsmith.training.human_text import human_pairs
+    from draftsmith.training.jsonl import read_rows
+
+    held = tmp_path / "held.jsonl"
+    first = human_pairs(4, tmp_path / "probe.jsonl", code_share=0.5, seed=1)
+    assert first == {"code": 2, "chat": 2}
+    probe = list(read_rows(tmp_path / "probe.jsonl"))
+    held.write_text(json.dumps({"id": "h", "prompt": probe[0]["prompt"]}) + "\n")
+    counts = human_pairs(4, tmp_path / "out.jsonl", code_share=0.5, held_out=held, seed=1)
+    rows = list(read_rows(tmp_path / "out.jsonl"))
+    assert counts == {"code": 2, "chat": 2} and len(rows) == 4
+    assert probe[0]["prompt"] not in {r["prompt"] for r in rows}  # the held-out prompt is left out
+    assert all(r["answer"] and "finish_reason" not in r for r in rows)  # complete answers: EOS learned
+    with pytest.raises(DraftsmithError, match="exists"):
+        human_pairs(4, tmp_path / "out.jsonl")
