@@ -274,3 +274,13 @@ def test_default_init_is_random_and_wsd_schedule_is_flat_then_decays(tmp_path):
         TrainConfig(schedule="linear")
     with pytest.raises(DraftsmithError, match="label"):
         TrainConfig(label="soft")
+
+
+def test_gzipped_answers_read_like_plain_ones(tmp_path):
+    import gzip
+
+    rows = [{"id": "a", "prompt": "t5", "answer": "t6", "answer_ids": [6]}]
+    path = tmp_path / "answers.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in rows))
+    assert list(read_rows(path)) == rows

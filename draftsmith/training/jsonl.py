@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from collections.abc import Iterator
@@ -11,11 +12,12 @@ from draftsmith.errors import DraftsmithError
 
 
 def read_rows(path: str | Path) -> Iterator[dict]:
-    """Rows of a JSONL file; a clear error names the first broken line."""
+    """Rows of a JSONL file (or .jsonl.gz); a clear error names the first broken line."""
     p = Path(path)
     if not p.is_file():
         raise DraftsmithError(f"file not found: {path}")
-    with p.open(encoding="utf-8") as f:
+    opener = gzip.open if p.suffix == ".gz" else open
+    with opener(p, "rt", encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
