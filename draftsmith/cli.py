@@ -393,6 +393,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_runs(args: argparse.Namespace) -> int:
+    from draftsmith.evaluation.train_runs import runs_table
+
+    print(runs_table(args.dirs))
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     import torch
 
@@ -592,6 +599,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=int, default=768, help="longest sequence")
     _add_target_args(p)
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("runs", help="compare training runs: differing settings, held-out tau, wall time")
+    p.add_argument("dirs", nargs="+", help="training output directories")
+    p.set_defaults(func=cmd_runs)
 
     p = sub.add_parser("calibrate", help="time the target's step shapes on this machine and print the table")
     p.add_argument("--force", action="store_true", help="measure again instead of reusing the cached table")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -148,7 +149,22 @@ def test_training_resume_continues_exactly(tmp_path, method):
     for k in a:
         torch.testing.assert_close(a[k], state["model"][k])
     log = [json.loads(x) for x in (tmp_path / "straight" / "train_log.jsonl").read_text().splitlines()]
-    assert len(log) == 6 and "held_out_tau" in log[2]
+    assert len(log) == 6 and "held_out_tau" in log[2] and "held_out_tau_greedy" in log[2]
+    if method == "dspark":  # an A/B arm that differs in one setting: the comparison table names it
+        from draftsmith.evaluation.train_runs import curve, runs_table
+
+        train(
+            target,
+            cache,
+            TrainConfig(**{**asdict(cfg), "label": "greedy"}),
+            tmp_path / "greedy",
+            progress=False,
+        )
+        table = runs_table([tmp_path / "straight", tmp_path / "greedy"])
+        assert "| run | label | steps |" in table and "| greedy | greedy | 6 |" in table
+        assert [s for s, _ in curve(tmp_path / "greedy")] == [3, 6]
+        with pytest.raises(DraftsmithError, match="not a training run"):
+            runs_table([tmp_path])
 
 
 def test_online_data_matches_the_cache(tmp_path):

@@ -233,6 +233,9 @@ def train(
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         step, log = state["step"], state["log"]
+    if rank == 0:  # the settings next to the log, so runs can be compared (`draftsmith runs`)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "train_config.json").write_text(json.dumps(asdict(cfg), indent=1))
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     bar = tqdm(total=cfg.steps, initial=step, desc=f"train {cfg.method}", disable=not progress or rank != 0)
     t0 = time.perf_counter()
