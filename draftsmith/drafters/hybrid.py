@@ -32,9 +32,20 @@ class HybridDrafter(Drafter):
         self.source = ""  # which drafter made the last proposal: "ngram" or "dspark"
 
     @classmethod
-    def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, ngram_min: int = 3, **_):
+    def build(
+        cls,
+        target,
+        drafter=None,
+        k=None,
+        confidence_threshold: float = 0.0,
+        ngram_min: int = 3,
+        ngram_max: int = 5,
+        **_,
+    ):
+        """--ngram-min/--ngram-max bound the suffix match that switches to lookup; a match shorter
+        than 3 tokens is too weak to trust over the trained drafter, so the minimum is at least 3."""
         learned = DSparkDrafter.build(target, drafter=drafter, confidence_threshold=confidence_threshold)
-        return cls(learned, min_match=max(3, ngram_min))
+        return cls(learned, min_match=max(3, ngram_min), max_match=ngram_max)
 
     def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
         self.learned.start(prompt, hidden, max_len)
@@ -43,7 +54,7 @@ class HybridDrafter(Drafter):
         self, tokens: torch.Tensor, k: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Draft:
         draft = self.lookup.propose(tokens, k, params, generator)  # deterministic: lossless when sampling too
-        if len(draft.tokens):
+        if len(draft.tokens) >= min(k, 2):  # a 1-token lookup (a match at the very end) is worth less
             self.source, self.confidences = "ngram", []
             return draft
         self.source = "dspark"

@@ -24,6 +24,7 @@ class Finished:
     index: int  # position of the prompt in the input sequence
     tokens: list[int]
     finish_reason: str  # "eos" or "length"
+    eos_id: int | None = None  # the end-of-sequence token chosen (finish "eos")
 
 
 class BatchSampler:
@@ -125,7 +126,7 @@ class BatchSampler:
                 if not done:
                     out[s].append(t)
                 if done or len(out[s]) >= max_new_tokens:
-                    yield Finished(owner[s], out[s], "eos" if done else "length")
+                    yield Finished(owner[s], out[s], "eos" if done else "length", t if done else None)
                     admit(s)
                     if owner[s] is not None:
                         fresh.append(s)

@@ -11,6 +11,7 @@ rate of a real run.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -48,13 +49,20 @@ def decode_throughput(runner, batch: int, context: int, steps: int = 8, seed: in
     return ms, batch / (ms / 1e3)
 
 
-def sweep(load, dtypes: list[str], batches: list[int], context: int, steps: int = 8) -> list[ThroughputPoint]:
-    """load(dtype) -> target; one point per (dtype, batch)."""
-    points = []
+def sweep(
+    load, dtypes: list[str], batches: list[int], context: int, steps: int = 8
+) -> Iterator[ThroughputPoint]:
+    """load(dtype) -> target; one point per (dtype, batch), as each is measured."""
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
+    from draftsmith.errors import DraftsmithError
+
     for dtype in dtypes:
         target = load(dtype)
+        if not isinstance(target.runner, LeanLlamaRunner):
+            raise DraftsmithError(
+                "the throughput sweep times the continuous-batching sampler (Llama-family models)"
+            )
         for b in batches:
             ms, tps = decode_throughput(target.runner, b, context, steps)
-            points.append(ThroughputPoint(dtype, b, context, round(ms, 2), round(tps, 1)))
-            yield points[-1]
+            yield ThroughputPoint(dtype, b, context, round(ms, 2), round(tps, 1))
         del target

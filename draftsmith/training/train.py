@@ -29,6 +29,8 @@ from draftsmith.errors import DraftsmithError
 from draftsmith.training.cache import Sequence
 
 STATE = "trainer_state.pt"
+OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "label": "token"}
+"""Settings added after the first checkpoints were written, at the values those runs used."""
 
 
 @dataclass
@@ -63,6 +65,8 @@ class TrainConfig:
         for name in ("steps", "batch", "anchors", "num_layers"):
             if getattr(self, name) < 1:
                 raise DraftsmithError(f"{name} must be >= 1")
+        if self.held_out < 0:
+            raise DraftsmithError(f"held_out must be >= 0, got {self.held_out}")
         if self.lr <= 0 or not 0 <= self.warmup < 1:
             raise DraftsmithError("lr must be > 0 and warmup in [0, 1)")
         if self.schedule not in ("cosine", "wsd") or not 0 < self.decay <= 1:
@@ -123,7 +127,7 @@ def collate(seqs: list[Sequence], anchors: int, block: int, mask_id: int, g: tor
 
     ids = torch.stack([pad(s.ids) for s in seqs])
     mask = torch.stack([pad(s.loss_mask, False) for s in seqs])
-    greedy = torch.stack([pad(s.greedy) for s in seqs])
+    greedy = torch.stack([pad(s.greedy) for s in seqs]) if all(s.greedy is not None for s in seqs) else None
     batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id, greedy)
     feats, final, lse = (
         torch.stack([pad(getattr(s, name)) for s in seqs]).float() for name in ("features", "final", "lse")
@@ -170,7 +174,9 @@ def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> dict[str, float]
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
         for k in keys:
-            sums[k] += m[k.replace("tau", "tau_est", 1) if not k.startswith("tau_greedy") else k]
+            sums[k] += m.get(
+                k.replace("tau", "tau_est", 1) if not k.startswith("tau_greedy") else k, float("nan")
+            )
     return {k: v / len(data) for k, v in sums.items()}
 
 
@@ -192,6 +198,7 @@ def train(
     """
     rank, world = _dist()
     out = Path(out_dir)
+    held_source = "external" if held_out_data is not None else "split"
     if held_out_data is not None:
         n_held = 0
         held = [held_out_data[i] for i in range(min(cfg.held_out, len(held_out_data)))]
@@ -226,8 +233,13 @@ def train(
     state_path = out / STATE
     if resume and state_path.is_file():
         state = torch.load(state_path, map_location=device, weights_only=False)
-        if state["config"] != asdict(cfg):
-            raise DraftsmithError(f"{out} holds a run with other settings; use another --out or --no-resume")
+        saved = {**OLD_DEFAULTS, **state["config"], "held_out_source": state.get("held_out_source", "split")}
+        now = {**asdict(cfg), "held_out_source": held_source}
+        diff = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k))
+        if diff:
+            raise DraftsmithError(
+                f"{out} holds a run with other settings ({', '.join(diff)}); use another --out or --no-resume"
+            )
         model.load_state_dict(state["model"])
         model.attach_target(emb, head)
         opt.load_state_dict(state["optimizer"])
@@ -277,6 +289,7 @@ def train(
                     "scheduler": sched.state_dict(),
                     "step": step,
                     "log": log,
+                    "held_out_source": held_source,
                 },
                 tmp,
             )

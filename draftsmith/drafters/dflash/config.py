@@ -21,9 +21,10 @@ def default_target_layers(num_layers: int, n: int = 5) -> list[int]:
     spaced evenly over decoder layers 1..L-3, DeepSpec's and z-lab's rule: their ids [1, 9, 17, 25, 33]
     for 36 layers name layer outputs and are read as hidden_states[id + 1]."""
     lo, hi = 1, max(1, num_layers - 3)
+    top = max(1, num_layers - 1)  # tiny models: stay below the last layer's output
     if n == 1:
-        return [num_layers // 2 + 1]
-    return sorted({round(lo + i * (hi - lo) / (n - 1)) + 1 for i in range(n)})
+        return [min(num_layers // 2 + 1, top)]
+    return sorted({min(round(lo + i * (hi - lo) / (n - 1)) + 1, top) for i in range(n)})
 
 
 @dataclass

@@ -52,7 +52,8 @@ def build_blocks(
     """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded.
 
     greedy [b, T] (optional): the target's argmax next token at each position, so a slot can also
-    be scored (or trained) against what greedy decoding would accept instead of the written token.
+    be scored (or trained) against what greedy decoding would accept instead of the written token
+    (exact on greedy answers; on other text only while the written tokens follow the greedy path).
     """
     b, t = ids.shape
     n_anchor = max(1, max(len(a) for a in anchors))
@@ -85,7 +86,16 @@ def build_blocks(
     target_pos = block_pos.clamp(max=t - 1)
     greedy_labels = None
     if greedy is not None:
-        greedy_labels = torch.where(labels == IGNORE, IGNORE, torch.gather(greedy, 1, target_pos))
+        # slot k's greedy label is the target's argmax after the written prefix through a + k; greedy
+        # decoding would only reach that prefix if the written tokens a+1..a+k were the target's own
+        # argmax choices too, so past the first departure from the greedy path the label is unknown
+        written = torch.gather(ids, 1, target_pos)
+        before = torch.gather(greedy, 1, (block_pos - 1).clamp(min=0, max=t - 1))
+        on_path = (written == before) | (slot == 0)[None]
+        on_path = on_path.view(b, n_anchor, block_size).int().cumprod(-1).bool().view(b, q)
+        greedy_labels = torch.where(
+            (labels == IGNORE) | ~on_path, IGNORE, torch.gather(greedy, 1, target_pos)
+        )
     return BlockBatch(block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos, greedy_labels)
 
 
