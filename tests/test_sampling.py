@@ -150,7 +150,7 @@ def test_sample_logits_and_fast_top_k_match_the_reference_distribution(top_k, to
     if top_k:
         ref = ref.masked_fill(ref < torch.topk(ref, top_k, -1).values[:, -1:], float("-inf"))
     ref = torch.softmax(ref, -1)
-    sorted_p, idx = torch.sort(ref, -1, descending=True)
+    sorted_p, idx = torch.sort(ref, dim=-1, descending=True, stable=True)  # ties: lowest id first
     drop = torch.zeros_like(ref, dtype=torch.bool).scatter(-1, idx, (sorted_p.cumsum(-1) - sorted_p) >= top_p)
     ref = ref.masked_fill(drop, 0.0)
     ref = ref / ref.sum(-1, keepdim=True)
@@ -163,3 +163,20 @@ def test_sample_logits_and_fast_top_k_match_the_reference_distribution(top_k, to
         keep = ref[row] > 0
         if keep.sum() > 1:
             assert chisquare(counts[keep].numpy(), (ref[row, keep] * 4000).numpy()).pvalue > 1e-3
+
+
+def test_top_k_keeps_every_bf16_tie_with_the_kth_logit():
+    """bf16 logits tie often; tokens tying with the k-th stay candidates, as in target_probs."""
+    logits = torch.full((2, 200), -4.0)
+    logits[:, :2] = 3.0
+    logits[:, 10:16] = 2.0  # six-way tie at the 3rd place: all six stay with top_k=3
+    logits[1, 100:190] = 2.0  # more ties than the candidate room: the full-vocabulary path
+    logits = logits.to(torch.bfloat16)
+    params = SamplingParams(temperature=1.0, top_k=3, seed=0)
+    gen = params.generator()
+    draws = torch.stack([sample_logits(logits, params, gen) for _ in range(3000)])
+    ref = target_probs(logits, params)
+    for row in range(2):
+        freq = torch.bincount(draws[:, row], minlength=200).float() / 3000
+        assert (freq[ref[row] == 0] == 0).all()
+        assert torch.allclose(freq, ref[row], atol=0.03)

@@ -70,10 +70,12 @@ def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, bo
 
 
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
-    """Keep the smallest prefix (by probability) whose mass reaches top_p; renormalise."""
+    """Keep the smallest prefix (by probability) whose mass reaches top_p; renormalise. Equal
+    probabilities are ordered by position (stable sort), so which of several tied tokens crosses
+    the line does not depend on the sort kernel."""
     if top_p >= 1.0:
         return probs
-    sorted_p, idx = torch.sort(probs, dim=-1, descending=True)
+    sorted_p, idx = torch.sort(probs, dim=-1, descending=True, stable=True)
     # the token crossing the line stays
     drop_sorted = (sorted_p.cumsum(-1) - sorted_p) >= top_p
     drop = torch.zeros_like(drop_sorted).scatter(-1, idx, drop_sorted)
@@ -93,14 +95,27 @@ def sample_logits(
 ) -> torch.Tensor:
     """Draw one token per row of logits [B, V] from `target_probs`'s distribution.
 
-    With top-k set, the draw runs over the k candidates only (a batch of rows then costs a top-k, not
-    a full-vocabulary softmax and multinomial per row); ties at the k-th logit take the exact path.
+    With top-k set, the draw runs over the top candidates only (a batch of rows then costs a top-k, not
+    a full-vocabulary softmax and multinomial per row). Logits tying with the k-th stay candidates,
+    as in `target_probs`: bf16 logits tie often, so TIE_ROOM extra candidates hold them; rows with
+    even more ties take the full-vocabulary path.
     """
     if params.greedy:
         return logits.argmax(-1)
-    if params.top_k and params.top_k < logits.shape[-1]:
-        vals, idx, tied = _top_k(logits.float() / params.temperature, params.top_k)
-        if not tied:
-            probs = _top_p(torch.softmax(vals, dim=-1), params.top_p)
+    k, vocab = params.top_k, logits.shape[-1]
+    if k and k < vocab:
+        # top-k of the raw logits (temperature is monotone): no full-vocabulary pass in fp32
+        vals, idx = torch.topk(logits, min(vocab, k + TIE_ROOM), dim=-1)
+        kth = vals[..., k - 1 : k]
+        # every logit tying with the k-th is a candidate unless the last candidate still ties with it
+        if vals.shape[-1] == vocab or bool((vals[..., -1:] < kth).all()):
+            idx, order = idx.sort(-1)  # token-id order, so top-p breaks ties as the full-vocabulary path does
+            vals = vals.gather(-1, order)
+            scaled = (vals.float() / params.temperature).masked_fill(vals < kth, float("-inf"))
+            probs = _top_p(torch.softmax(scaled, dim=-1), params.top_p)
             return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
     return sample(target_probs(logits, params), generator)
+
+
+TIE_ROOM = 32
+"""Extra top-k candidates kept for logits that tie with the k-th (common in bf16)."""
