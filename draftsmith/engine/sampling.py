@@ -52,21 +52,35 @@ def target_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     if params.greedy:
         return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
     logits = logits / params.temperature
-    if params.top_k and params.top_k < logits.shape[-1]:
-        vals, idx, tied = _top_k(logits, params.top_k)
-        if not tied:  # only the k largest survive: normalise and nucleus-filter those k alone
+    k = params.top_k
+    if k and k < logits.shape[-1]:
+        candidates = _top_k_candidates(logits, k)
+        if candidates is not None:  # normalise and nucleus-filter the candidates alone
+            vals, idx = candidates
             return torch.zeros_like(logits).scatter(
                 -1, idx, _top_p(torch.softmax(vals, dim=-1), params.top_p)
             )
-        # ties with the k-th logit stay, as a full-vocabulary top-k keeps them
-        logits = logits.masked_fill(logits < vals[..., -1:], float("-inf"))
+        # more ties than candidate room: the same rule over the whole vocabulary
+        logits = logits.masked_fill(logits < torch.topk(logits, k, dim=-1).values[..., -1:], float("-inf"))
     return _top_p(torch.softmax(logits, dim=-1), params.top_p)
 
 
-def _top_k(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor, bool]:
-    """The k largest logits and their ids, and whether any row has more than k tying at the k-th."""
-    vals, idx = torch.topk(logits, k, dim=-1)
-    return vals, idx, bool((logits >= vals[..., -1:]).sum(-1).gt(k).any())
+TIE_ROOM = 32
+"""Extra top-k candidates kept for logits that tie with the k-th (common in bf16)."""
+
+
+def _top_k_candidates(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Each row's top-k logits, every logit tying with the k-th included, in token-id order (so
+    top-p breaks ties as the full-vocabulary path does), with the extra non-candidates at -inf.
+    None when some row ties with its k-th logit more often than TIE_ROOM allows for."""
+    vocab = logits.shape[-1]
+    vals, idx = torch.topk(logits, min(vocab, k + TIE_ROOM), dim=-1)
+    kth = vals[..., k - 1 : k]
+    if vals.shape[-1] < vocab and not bool((vals[..., -1:] < kth).all()):
+        return None
+    idx, order = idx.sort(-1)
+    vals = vals.gather(-1, order)
+    return vals.masked_fill(vals < kth, float("-inf")), idx
 
 
 def _top_p(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -102,20 +116,11 @@ def sample_logits(
     """
     if params.greedy:
         return logits.argmax(-1)
-    k, vocab = params.top_k, logits.shape[-1]
-    if k and k < vocab:
-        # top-k of the raw logits (temperature is monotone): no full-vocabulary pass in fp32
-        vals, idx = torch.topk(logits, min(vocab, k + TIE_ROOM), dim=-1)
-        kth = vals[..., k - 1 : k]
-        # every logit tying with the k-th is a candidate unless the last candidate still ties with it
-        if vals.shape[-1] == vocab or bool((vals[..., -1:] < kth).all()):
-            idx, order = idx.sort(-1)  # token-id order, so top-p breaks ties as the full-vocabulary path does
-            vals = vals.gather(-1, order)
-            scaled = (vals.float() / params.temperature).masked_fill(vals < kth, float("-inf"))
-            probs = _top_p(torch.softmax(scaled, dim=-1), params.top_p)
+    if params.top_k and params.top_k < logits.shape[-1]:
+        # candidates from the raw logits (temperature is monotone): no full-vocabulary pass in fp32
+        candidates = _top_k_candidates(logits, params.top_k)
+        if candidates is not None:
+            vals, idx = candidates
+            probs = _top_p(torch.softmax(vals.float() / params.temperature, dim=-1), params.top_p)
             return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
     return sample(target_probs(logits, params), generator)
-
-
-TIE_ROOM = 32
-"""Extra top-k candidates kept for logits that tie with the k-th (common in bf16)."""

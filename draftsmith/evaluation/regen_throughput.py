@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 
 from draftsmith.engine.batch_sampler import BatchSampler
+from draftsmith.engine.lean_llama import LeanLlamaRunner
+from draftsmith.errors import DraftsmithError
 
 
 @dataclass
@@ -53,9 +55,6 @@ def sweep(
     load, dtypes: list[str], batches: list[int], context: int, steps: int = 8
 ) -> Iterator[ThroughputPoint]:
     """load(dtype) -> target; one point per (dtype, batch), as each is measured."""
-    from draftsmith.engine.lean_llama import LeanLlamaRunner
-    from draftsmith.errors import DraftsmithError
-
     for dtype in dtypes:
         target = load(dtype)
         if not isinstance(target.runner, LeanLlamaRunner):

@@ -157,13 +157,22 @@ def _dist() -> tuple[int, int]:
     return 0, 1
 
 
+METRIC_OF = {
+    "tau": "tau_est",
+    "tau_k3": "tau_est_k3",
+    "tau_greedy": "tau_greedy",
+    "tau_greedy_k3": "tau_greedy_k3",
+}
+"""held_out_tau key -> the block_loss metric it averages."""
+
+
 @torch.no_grad()
 def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> dict[str, float]:
     """Accepted length on held-out sequences (fixed anchors), teacher-forced: "tau" against the
     answer's tokens and "tau_greedy" against the target's argmax (what greedy decoding accepts;
     exact on greedy answers), each if every block slot were verified and ("_k3") with drafts
     capped at 3 tokens."""
-    keys = ("tau", "tau_k3", "tau_greedy", "tau_greedy_k3")
+    keys = tuple(METRIC_OF)
     if not len(data):
         return {k: float("nan") for k in keys}
     g = torch.Generator().manual_seed(12345)
@@ -174,9 +183,7 @@ def held_out_tau(model: DFlashModel, data, cfg: TrainConfig) -> dict[str, float]
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         _, m = block_loss(model, batch, feats, final, target_lse=lse)
         for k in keys:
-            sums[k] += m.get(
-                k.replace("tau", "tau_est", 1) if not k.startswith("tau_greedy") else k, float("nan")
-            )
+            sums[k] += m.get(METRIC_OF[k], float("nan"))
     return {k: v / len(data) for k, v in sums.items()}
 
 
