@@ -6,6 +6,7 @@ import pytest
 import torch
 from conftest import VOCAB, tiny_target
 
+from draftsmith.drafters.dflash import training
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter, target_fingerprint
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
 from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
@@ -19,7 +20,9 @@ from draftsmith.models.target import Target
 MASK_ID = 0
 
 
-def make_drafter(target: Target, dspark: bool, block: int = 4, draft_vocab: int | None = None) -> DFlashModel:
+def make_drafter(
+    target: Target, dspark: bool, block: int = 4, draft_vocab: int | None = None, anchor_context: bool = False
+) -> DFlashModel:
     c = target.model.config
     cfg = DFlashConfig(
         hidden_size=c.hidden_size,
@@ -34,6 +37,7 @@ def make_drafter(target: Target, dspark: bool, block: int = 4, draft_vocab: int 
         draft_vocab_size=draft_vocab,
         markov_rank=8 if dspark else 0,
         confidence=dspark,
+        anchor_context=anchor_context,
         method="dspark" if dspark else "dflash",
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),
@@ -97,8 +101,10 @@ def test_blocks_see_only_context_before_their_anchor_and_their_own_block():
     assert batch.mask[0, 0, 30 + 3] and batch.mask[0, 3, 30 + 0] and not batch.mask[0, 0, 30 + 4]
 
 
-@pytest.mark.parametrize("dspark", [False, True])
-def test_training_steps_lower_the_loss(dspark):
+@pytest.mark.parametrize(
+    "dspark,label,feature_weight", [(False, "token", 0.0), (True, "token", 0.0), (False, "soft", 1.0)]
+)
+def test_training_steps_lower_the_loss(dspark, label, feature_weight):
     target = tiny_target()
     model = make_drafter(target, dspark)
     ids = greedy_sequences(target)
@@ -112,7 +118,9 @@ def test_training_steps_lower_the_loss(dspark):
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
     losses = []
     for _ in range(30):
-        loss, metrics = block_loss(model, batch, feats, final, head)
+        loss, metrics = block_loss(
+            model, batch, feats, final, head, label=label, feature_weight=feature_weight
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -122,6 +130,31 @@ def test_training_steps_lower_the_loss(dspark):
     assert 1.0 <= metrics["tau_est_k3"] <= min(4.0, metrics["tau_est"])  # 3 drafts accept at most 3
     if dspark:
         assert {"l1", "bce"} <= set(metrics)
+    if feature_weight:
+        assert "feat" in metrics
+
+
+def test_soft_labels_are_the_target_distribution_and_feature_loss_is_zero_on_the_target_states(monkeypatch):
+    """Soft CE is minimised (= the target's entropy) by the target's own logits, and the feature
+    regression is exactly zero when the draft states are the target's final states."""
+    target = tiny_target()
+    model = make_drafter(target, dspark=False)
+    ids = greedy_sequences(target, n=1, length=24)
+    feats, final = target_states(target, ids, model.cfg.target_layers)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    batch = build_blocks(ids, mask, [torch.tensor([5, 12])], 4, MASK_ID)
+    head = target.model.get_output_embeddings().weight
+    pos = batch.target_pos[..., None].expand(-1, -1, final.shape[-1])
+    # the drafter's states ARE the target's final-norm states
+    monkeypatch.setattr(training, "block_forward", lambda m, b, f: torch.gather(final, 1, pos))
+    with torch.no_grad():
+        _, m = block_loss(model, batch, feats, final, head, label="soft", feature_weight=1.0)
+    p = torch.softmax(torch.gather(final, 1, pos) @ head.t(), -1)
+    has = batch.labels != -100
+    w = model.position_weights()[batch.slot].expand_as(has) * has
+    entropy = (-(p * p.log()).sum(-1) * w).sum() / w.sum()
+    assert m["feat"] == pytest.approx(0.0, abs=1e-7)
+    assert m["ce"] == pytest.approx(float(entropy), rel=1e-4)
 
 
 @pytest.mark.parametrize("dspark", [False, True])
@@ -143,10 +176,12 @@ def test_save_load_round_trip_and_target_check(tmp_path, dspark):
         load_drafter(tmp_path / "missing", target)
 
 
-@pytest.mark.parametrize("dspark,draft_vocab", [(False, None), (True, None), (True, 64)])
-def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab):
+@pytest.mark.parametrize(
+    "dspark,draft_vocab,anchor_context", [(False, None, False), (True, None, False), (True, 64, True)]
+)
+def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab, anchor_context):
     target = tiny_target()
-    model = make_drafter(target, dspark, draft_vocab=draft_vocab)
+    model = make_drafter(target, dspark, draft_vocab=draft_vocab, anchor_context=anchor_context)
     cls = DSparkDrafter if dspark else DFlashDrafter
     drafter = cls.build(target, drafter=model)
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
@@ -166,12 +201,15 @@ def test_wrong_method_for_checkpoint_is_refused():
         DSparkDrafter.build(target)
 
 
-@pytest.mark.parametrize("dspark", [False, True])
-def test_inference_drafts_equal_the_training_path(dspark):
+@pytest.mark.parametrize("dspark,anchor_context", [(False, False), (True, False), (True, True)])
+def test_inference_drafts_equal_the_training_path(dspark, anchor_context):
     """What the drafter proposes while decoding is what training optimised: for every round, the
     training layout (context before the anchor, anchored block) gives the same greedy draft."""
     target = tiny_target()
-    model = make_drafter(target, dspark, block=5)
+    model = make_drafter(target, dspark, block=5, anchor_context=anchor_context)
+    if anchor_context:  # a visible anchor-state path: without it the test could pass with it ignored
+        with torch.no_grad():
+            model.fc.weight.mul_(4.0)
     rounds = []
 
     class Recording(DSparkDrafter if dspark else DFlashDrafter):

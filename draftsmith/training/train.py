@@ -24,12 +24,19 @@ from tqdm import tqdm
 from draftsmith.drafters.dflash.checkpoint import save_drafter, target_fingerprint
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import block_loss, build_blocks, sample_anchors
+from draftsmith.drafters.dflash.training import LABELS, block_loss, build_blocks, sample_anchors
+from draftsmith.engine.allocator import keep_freed_memory
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.cache import Sequence
 
 STATE = "trainer_state.pt"
-OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "label": "token"}
+OLD_DEFAULTS = {
+    "schedule": "cosine",
+    "decay": 0.2,
+    "label": "token",
+    "anchor_context": False,
+    "ce_weight": 0.1,
+}
 """Settings added after the first checkpoints were written, at the values those runs used."""
 
 
@@ -55,8 +62,15 @@ class TrainConfig:
     eval_every: int = 100
     save_every: int = 200
     held_out: int = 16  # cache sequences kept for the held-out tau
-    init: str = "random"  # "random" (DeepSpec); "target": copy the target's last layers
-    label: str = "token"  # CE target: "token" (the answer as written) or "greedy" (the target's argmax)
+    init: str = (
+        "random"  # "random" (DeepSpec); "head": random + the target's final norm; "target": its last layers
+    )
+    anchor_context: bool = False  # add the context state at anchor - 1 to the block inputs
+    ce_weight: float = 0.1  # DSpark: CE weight; the L1 to the target distribution gets 1 - ce_weight
+    feature_weight: float = 0.0  # smooth-L1 regression onto the target's final-norm states (EAGLE)
+    label: str = (
+        "token"  # CE target: "token" (as written), "greedy" (target's argmax), "soft" (its distribution)
+    )
     save_dtype: str = "float32"  # dtype of the drafter files (float16 to ship); resume state stays fp32
 
     def __post_init__(self) -> None:
@@ -71,10 +85,14 @@ class TrainConfig:
             raise DraftsmithError("lr must be > 0 and warmup in [0, 1)")
         if self.schedule not in ("cosine", "wsd") or not 0 < self.decay <= 1:
             raise DraftsmithError("schedule must be cosine or wsd, with decay in (0, 1]")
-        if self.init not in ("random", "target"):
-            raise DraftsmithError(f"init must be random or target, got {self.init!r}")
-        if self.label not in ("token", "greedy"):
-            raise DraftsmithError(f"label must be token or greedy, got {self.label!r}")
+        if self.init not in ("random", "head", "target"):
+            raise DraftsmithError(f"init must be random, head or target, got {self.init!r}")
+        if not 0 <= self.ce_weight <= 1:
+            raise DraftsmithError(f"ce_weight must be in [0, 1], got {self.ce_weight}")
+        if self.label not in LABELS:
+            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        if self.feature_weight < 0:
+            raise DraftsmithError(f"feature_weight must be >= 0, got {self.feature_weight}")
 
 
 def drafter_config(target, cfg: TrainConfig, layers: list[int], mask_token_id: int) -> DFlashConfig:
@@ -99,6 +117,7 @@ def drafter_config(target, cfg: TrainConfig, layers: list[int], mask_token_id: i
         markov_rank=cfg.markov_rank if dspark else 0,
         confidence=dspark,
         gamma=cfg.gamma,
+        anchor_context=cfg.anchor_context,
         method=cfg.method,
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),
@@ -224,10 +243,14 @@ def train(
     model.init_weights(cfg.seed)
     if cfg.init == "target":
         model.init_from_target(target.model)
+    elif cfg.init == "head":
+        model.init_head_side(target.model)
     if dcfg.draft_vocab_size and dcfg.draft_vocab_size < dcfg.target_vocab_size:
         counts = torch.from_numpy(data.token_counts(dcfg.target_vocab_size))
         model.d2t = counts.topk(dcfg.draft_vocab_size).indices.sort().values
     device = target.device
+    if device.type == "cpu":
+        keep_freed_memory()  # ~100 MiB per-step tensors: stop page-faulting them in every step
     model.to(device)
     # the drafter trains in fp32 whatever dtype the target runs in (bf16 on GPUs and most new CPUs)
     emb = target.model.get_input_embeddings().weight.float()
@@ -270,7 +293,14 @@ def train(
         feats, final, lse = (x.to(device) for x in (feats, final, lse))
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16):
             loss, metrics = block_loss(
-                net if world == 1 else net.module, batch, feats, final, target_lse=lse, label=cfg.label
+                net if world == 1 else net.module,
+                batch,
+                feats,
+                final,
+                target_lse=lse,
+                label=cfg.label,
+                ce_weight=cfg.ce_weight,
+                feature_weight=cfg.feature_weight,
             )
         opt.zero_grad(set_to_none=True)
         loss.backward()

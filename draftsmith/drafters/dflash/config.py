@@ -47,6 +47,7 @@ class DFlashConfig:
     markov_rank: int = 0  # DSpark: low-rank previous-token bias W2 W1[x_(k-1)]
     confidence: bool = False  # DSpark: per-slot acceptance predictor
     gamma: float = 4.0  # position-decay of the loss weights, w_k = exp(-(k-1)/gamma)
+    anchor_context: bool = False  # add the fused context state at anchor - 1 to every block input
     method: str = "dflash"
     target_name: str = ""
     target_fingerprint: str = ""

@@ -86,6 +86,7 @@ class DFlashDrafter(Drafter):
         n = feats.shape[1]
         pos = torch.arange(self.n_ctx, self.n_ctx + n, device=feats.device)[None]
         ctx = self.model.fuse_context(feats)
+        self.last_ctx = ctx[:, -1:]
         for i, layer in enumerate(self.model.layers):
             k, v = layer.project_context(ctx, pos)
             self.ctx_k[i][:, :, self.n_ctx : self.n_ctx + n] = k
@@ -116,9 +117,10 @@ class DFlashDrafter(Drafter):
             (ck[:, :, : self.n_ctx], cv[:, :, : self.n_ctx])
             for ck, cv in zip(self.ctx_k, self.ctx_v, strict=True)
         ]
-        states = m.backbone(ids, pos, kv, mask)[0]
-        base = m.base_logits(states).float()
+        anchor_ctx = self.last_ctx.expand(1, b, -1) if cfg.anchor_context else None
         k = min(k, b)
+        states = m.backbone(ids, pos, kv, mask, anchor_ctx)[0, :k]  # the block runs whole; read k slots
+        base = m.base_logits(states).float()
         chosen, dists, self.confidences = [], [], []
         prev = m.prev_index(tokens[-1:])[0]
         survive = 1.0

@@ -122,9 +122,18 @@ class DFlashModel(nn.Module):
         pos: torch.Tensor,
         ctx_kv: list[tuple[torch.Tensor, torch.Tensor]],
         mask: torch.Tensor,
+        anchor_ctx: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Final-normed block states [b, q, H] for block tokens block_ids [b, q]."""
+        """Final-normed block states [b, q, H] for block tokens block_ids [b, q].
+
+        anchor_ctx [b, q, H]: the fused context state just before each slot's anchor, added to the
+        block inputs when cfg.anchor_context (EAGLE's direct path from the newest target state,
+        which plain DFlash reaches only through attention)."""
         x = F.embedding(block_ids, self.embed)
+        if self.cfg.anchor_context:
+            if anchor_ctx is None:
+                raise ValueError("this drafter adds the anchor's context state: pass anchor_ctx")
+            x = x + anchor_ctx.to(x.dtype)
         for layer, (k, v) in zip(self.layers, ctx_kv, strict=True):
             x = layer(x, pos, k, v, mask)
         return self.norm(x)
@@ -174,6 +183,18 @@ class DFlashModel(nn.Module):
         h = self.cfg.hidden_size
         self.fc.weight.zero_()
         self.fc.weight[:, -h:] = torch.eye(h)
+
+    @torch.no_grad()
+    def init_head_side(self, target_model: nn.Module) -> None:
+        """Copy the target's final norm: the drafter reads out through the target's own lm_head,
+        whose logit scale that norm sets (SmolLM2's weights average 1.8, not the default 1)."""
+        src = getattr(getattr(target_model, "model", None), "norm", None)
+        if (
+            src is not None
+            and getattr(src, "weight", None) is not None
+            and src.weight.shape == self.norm.weight.shape
+        ):
+            self.norm.weight.copy_(src.weight)
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)

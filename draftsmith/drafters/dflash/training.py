@@ -103,8 +103,15 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
     """Final-normed draft states [b, Q, H] for every anchored block (one parallel pass)."""
     ctx = model.fuse_context(features)
     ctx_kv = [layer.project_context(ctx, batch.ctx_pos) for layer in model.layers]
-    return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask)
+    anchor_ctx = None
+    if model.cfg.anchor_context:  # the state at a - 1 for every slot of the block anchored at a
+        before = (batch.block_pos - batch.slot[None] - 1).clamp(min=0, max=ctx.shape[1] - 1)
+        anchor_ctx = torch.gather(ctx, 1, before[..., None].expand(-1, -1, ctx.shape[-1]))
+    return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask, anchor_ctx)
 
+
+LABELS = ("token", "greedy", "soft")
+"""What the CE term learns: the written token, the target's argmax, or the target's distribution."""
 
 CAPPED_DRAFT = 3
 """Draft length of the capped tau metric: what a 4-row bf16 fixed-shape step verifies on the
@@ -119,15 +126,21 @@ def block_loss(
     target_head: torch.Tensor | None = None,
     target_lse: torch.Tensor | None = None,
     label: str = "token",
+    ce_weight: float = 0.1,
+    feature_weight: float = 0.0,
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """DFlash: position-weighted CE. DSpark: 0.1 CE + 0.9 L1(p_draft, p_target) + 1.0 BCE(confidence).
+    """DFlash: position-weighted CE. DSpark: w CE + (1 - w) L1(p_draft, p_target) + 1.0 BCE(confidence),
+    w = ce_weight (0.1 in the DSpark paper).
 
-    label: what the CE term learns, "token" (the token written in the answer) or "greedy" (the
+    label: what the CE term learns, "token" (the token written in the answer), "greedy" (the
     target's argmax at that position, which is what greedy verification accepts; needs the batch's
-    greedy labels). The target distribution comes from its final-norm states: with the cached
-    log-normaliser (target_lse) only the draft-vocabulary logits are computed; otherwise the full
-    lm_head is used. Metrics: tau_est (against the written tokens) and, when the batch has them,
-    tau_greedy (against the target's argmax), each also with drafts capped at CAPPED_DRAFT.
+    greedy labels) or "soft" (the target's whole distribution: distillation). feature_weight > 0
+    adds EAGLE's smooth-L1 regression of the draft states onto the target's final-norm states, a
+    dense signal per slot instead of one token. The target distribution comes from its final-norm
+    states: with the cached log-normaliser (target_lse) only the draft-vocabulary logits are
+    computed; otherwise the full lm_head is used. Metrics: tau_est (against the written tokens)
+    and, when the batch has them, tau_greedy (against the target's argmax), each also with drafts
+    capped at CAPPED_DRAFT.
     """
     cfg = model.cfg
     states = block_forward(model, batch, features)
@@ -140,21 +153,15 @@ def block_loss(
     def draft_index(labels: torch.Tensor) -> torch.Tensor:
         return torch.where(labels == IGNORE, vd, model.t2d[labels.clamp(min=0)])
 
-    if label not in ("token", "greedy"):
-        raise ValueError(f"label must be 'token' or 'greedy', got {label!r}")
+    if label not in LABELS:
+        raise ValueError(f"label must be one of {', '.join(LABELS)}, got {label!r}")
     if label == "greedy" and batch.greedy_labels is None:
         raise ValueError("label='greedy' needs a batch built with the target's greedy tokens")
-    label_idx = draft_index(batch.labels if label == "token" else batch.greedy_labels)
-    valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
-    weight = model.position_weights(logits.device)[batch.slot].expand_as(valid) * valid
-    norm = weight.sum().clamp(min=1e-6)
-    ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
-    ce = (ce * weight).sum() / norm
-    metrics = {"ce": float(ce.detach())}
-    loss = ce
-    if cfg.markov_rank or cfg.confidence:
-        if target_final is None or (target_head is None and target_lse is None):
-            raise ValueError("DSpark training needs the target's final hidden states and lm_head or lse")
+    needs_target = bool(cfg.markov_rank or cfg.confidence or label == "soft" or feature_weight)
+    if needs_target and (target_final is None or (target_head is None and target_lse is None)):
+        raise ValueError("DSpark, soft labels and feature regression need the target's final states and lse")
+    p_t_draft = final = None
+    if needs_target:  # the target's own distribution over the draft vocabulary at each slot
         idx = batch.target_pos[..., None].expand(-1, -1, target_final.shape[-1])
         final = torch.gather(target_final, 1, idx)
         if target_lse is not None:
@@ -162,14 +169,27 @@ def block_loss(
             p_t_draft = torch.exp((final @ model.head.t()).float() - lse[..., None])
         else:
             p_t_draft = torch.softmax((final @ target_head.t()).float(), -1)[..., model.d2t]
+    has_next = batch.labels != IGNORE
+    w_all = model.position_weights(logits.device)[batch.slot].expand_as(has_next) * has_next
+    n_all = w_all.sum().clamp(min=1e-6)
+    if label == "soft":  # cross-entropy to the target's full distribution (distillation)
+        ce = -(p_t_draft * torch.log_softmax(logits, -1)).sum(-1)
+        ce = (ce * w_all).sum() / n_all
+    else:
+        label_idx = draft_index(batch.labels if label == "token" else batch.greedy_labels)
+        valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
+        weight = model.position_weights(logits.device)[batch.slot].expand_as(valid) * valid
+        norm = weight.sum().clamp(min=1e-6)
+        ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
+        ce = (ce * weight).sum() / norm
+    metrics = {"ce": float(ce.detach())}
+    loss = ce
+    if cfg.markov_rank or cfg.confidence:
         outside = (1.0 - p_t_draft.sum(-1)).clamp(min=0.0)
         p_d = torch.softmax(logits, -1)
         l1 = (p_d - p_t_draft).abs().sum(-1) + outside
-        has_next = batch.labels != IGNORE
-        w_all = model.position_weights(logits.device)[batch.slot].expand_as(has_next) * has_next
-        n_all = w_all.sum().clamp(min=1e-6)
         l1_loss = (l1 * w_all).sum() / n_all
-        loss = 0.1 * ce + 0.9 * l1_loss
+        loss = ce_weight * ce + (1.0 - ce_weight) * l1_loss
         metrics["l1"] = float(l1_loss.detach())
         if cfg.confidence:
             accept = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)
@@ -178,6 +198,11 @@ def block_loss(
             bce_loss = (bce * w_all).sum() / n_all
             loss = loss + bce_loss
             metrics["bce"] = float(bce_loss.detach())
+    if feature_weight:  # EAGLE's dense signal: regress the target's final-norm state at each slot
+        feat = F.smooth_l1_loss(states.float(), final.float(), reduction="none").mean(-1)
+        feat_loss = (feat * w_all).sum() / n_all
+        loss = loss + feature_weight * feat_loss
+        metrics["feat"] = float(feat_loss.detach())
     with torch.no_grad():
         draft = logits.argmax(-1)
 
