@@ -357,6 +357,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         decay=args.decay,
         label=args.label,
         held_out=args.held_out,
+        anchor_context=args.anchor_context,
+        ce_weight=args.ce_weight,
+        feature_weight=args.feature_weight,
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
@@ -440,6 +443,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         how = "auto for this dtype" if args.fixed_rows is None else "--fixed-rows"
         print(f"fixed-shape steps ({how}): {fixed} rows, drafts of up to {fixed - 1} tokens")
     return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Predict whether speculation pays for a machine and model (imports late: --measure loads torch)."""
+    from draftsmith.planning.command import run
+
+    return run(args)
 
 
 def cmd_methods(args: argparse.Namespace) -> int:
@@ -562,9 +572,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-resume", action="store_true")
     p.add_argument(
         "--init",
-        choices=["random", "target"],
+        choices=["random", "head", "target"],
         default="random",
-        help="draft layers start at random (default; DeepSpec) or as copies of the target's last layers",
+        help="draft layers start at random (default; DeepSpec), random with the target's final norm "
+        "(head), or as copies of the target's last layers (target)",
+    )
+    p.add_argument(
+        "--anchor-context",
+        action="store_true",
+        help="add the target context state just before the anchor to every block input (EAGLE's direct path)",
+    )
+    p.add_argument(
+        "--ce-weight", type=float, default=0.1, help="DSpark: CE weight; L1 to the target gets 1 - this"
     )
     p.add_argument(
         "--schedule",
@@ -576,10 +595,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--held-out", type=int, default=16, help="sequences scored for held-out tau")
     p.add_argument(
         "--label",
-        choices=["token", "greedy"],
+        choices=["token", "greedy", "soft"],
         default="token",
-        help="CE target: the answer's written token, or the target's argmax there (what greedy decoding "
-        "accepts)",
+        help="CE target: the answer's written token, the target's argmax there (what greedy decoding "
+        "accepts), or the target's whole distribution (soft: distillation)",
+    )
+    p.add_argument(
+        "--feature-weight",
+        type=float,
+        default=0.0,
+        help="weight of EAGLE's smooth-L1 regression of draft states onto the target's final states",
     )
     p.add_argument(
         "--held-out-cache",
@@ -618,6 +643,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_target_args(p)
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser("plan", help="predict whether speculation pays on a machine and model, and how")
+    from draftsmith.planning.command import add_arguments  # light: no torch
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("methods", help="list the registered decoding methods")
     p.set_defaults(func=cmd_methods)

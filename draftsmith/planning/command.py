@@ -1,0 +1,164 @@
+"""The `draftsmith plan` command: its options and the glue from options to a printed plan."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from draftsmith.errors import DraftsmithError
+
+
+def _fixed_rows(value: str) -> int | None:
+    if value == "auto":
+        return None
+    try:
+        rows = int(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}") from e
+    if rows != 0 and not 2 <= rows <= 16:
+        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}")
+    return rows
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("hardware (one of: --gpu, --cpu, --bandwidth..., --measure)")
+    g.add_argument("--gpu", default=None, help="GPU preset, e.g. 4090, 3090, 5060ti-16g, h100-sxm")
+    g.add_argument(
+        "--cpu",
+        default=None,
+        help="CPU memory: ddr4-3200x8, ddr5-4800x2, w3-3345, epyc-7642-2s, desktop-ddr5, dev; "
+        "alone: a CPU-only plan; with --gpu: the hybrid offload bound",
+    )
+    g.add_argument(
+        "--bandwidth", type=float, default=None, help="memory bandwidth, GB/s (overrides a preset)"
+    )
+    g.add_argument("--tflops", type=float, default=None, help="dense bf16 TFLOPS (overrides a preset)")
+    g.add_argument("--vram", type=float, default=None, help="device memory, GiB (overrides a preset)")
+    g.add_argument(
+        "--pcie", default="gen4x16", help="PCIe link for hybrid offload: gen3x16, gen4x16, gen5x8, ..."
+    )
+    g.add_argument(
+        "--pcie-gb-per-token",
+        type=float,
+        default=0.5,
+        help="PCIe traffic per token in hybrid decoding (article: 0.5)",
+    )
+    g.add_argument(
+        "--measure",
+        action="store_true",
+        help="this machine: load the model, use its calibrated step costs "
+        "(with --bench: predicted against measured tok/s)",
+    )
+    g.add_argument("--dtype", default=None, help="--measure: dtype to load (default: the bench's, else auto)")
+    g.add_argument("--fixed-rows", type=_fixed_rows, default=None, help="--measure: auto (default), 0, 2..16")
+    g = p.add_argument_group("model and workload")
+    g.add_argument(
+        "--model",
+        default=None,
+        help="built-in example (smollm2-135m, qwen3-8b, qwen3-32b, qwen3-30b-a3b, ...), a directory or "
+        "config.json, or a .gguf file (default: the default target's GGUF)",
+    )
+    g.add_argument("--bits", type=float, default=None, help="bits per weight (default: the checkpoint's)")
+    g.add_argument(
+        "--draft-model", default=None, help="method draft-model: the draft LM (default: ~1/10 size)"
+    )
+    g.add_argument("--context", type=int, default=4096, help="prompt/context tokens per sequence")
+    g.add_argument("--answer-len", type=int, default=512, help="tokens generated per answer")
+    g.add_argument("--concurrency", type=int, default=1, help="sequences decoded together")
+    g = p.add_argument_group("methods and acceptance")
+    g.add_argument(
+        "--method",
+        action="append",
+        default=None,
+        help="methods to plan (comma-separated or repeated; default: all)",
+    )
+    g.add_argument("--task", action="append", default=None, help="code, chat, math (default: all three)")
+    g.add_argument(
+        "--bench", default=None, help="a `draftsmith bench --out` JSON: measured acceptance per suite"
+    )
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def _split(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def run(args: argparse.Namespace) -> int:
+    from draftsmith.planning import bench_file, hardware, model_spec
+    from draftsmith.planning.plan import build
+    from draftsmith.planning.render import markdown
+
+    bench = bench_file.load(args.bench) if args.bench else None  # bad files fail before any model load
+    link = hardware.pcie(args.pcie)
+    if args.pcie_gb_per_token is None or not args.pcie_gb_per_token > 0:
+        raise DraftsmithError(
+            f"--pcie-gb-per-token must be a positive number, got {args.pcie_gb_per_token!r}"
+        )
+    draft = model_spec.resolve(args.draft_model) if args.draft_model else None
+    options = dict(
+        context=args.context,
+        answer_len=args.answer_len,
+        concurrency=args.concurrency,
+        methods=_split(args.method),
+        tasks=_split(args.task),
+        bench=bench,
+        link=link,
+        pcie_bytes_per_token=args.pcie_gb_per_token * 1e9,
+        draft_model=draft,
+    )
+    comparison = None
+    if args.measure:
+        comparison, plan = _measured(args, bench, options)
+    else:
+        hw = hardware.resolve(args.gpu, args.cpu, args.bandwidth, args.tflops, args.vram)
+        cpu = hardware.cpu_memory(args.cpu) if args.cpu and hw.kind != "cpu" else None
+        spec = model_spec.resolve(args.model, args.bits)
+        plan = build(spec, hw=hw, cpu=cpu, **options)
+    if args.json:
+        out = {"plan": plan.to_json()}
+        if comparison is not None:
+            out["predicted_vs_measured"] = [c.to_json() for c in comparison]
+        print(json.dumps(out, indent=1))
+        return 0
+    print(markdown(plan))
+    if comparison is not None:
+        from draftsmith.planning.predict import comparison_table
+
+        print(
+            "## Predicted against measured (the bench's acceptance and drafting time, this machine's steps)\n"
+        )
+        print(comparison_table(comparison))
+        machine = bench.machine
+        print(
+            f"\nbench measured on {machine.get('date')}, {machine.get('device')}, {machine.get('dtype')}, "
+            f"{machine.get('cpu_threads')} threads ({machine.get('platform')}); predictions use this "
+            "machine's calibration, so both should come from the same machine"
+        )
+    return 0
+
+
+def _measured(args: argparse.Namespace, bench, options: dict):
+    from draftsmith.planning.measure import measure
+    from draftsmith.planning.model_spec import EXAMPLES
+    from draftsmith.planning.plan import build
+    from draftsmith.planning.predict import compare
+
+    clash = [f for f in ("gpu", "cpu", "bandwidth", "tflops", "vram", "bits") if getattr(args, f) is not None]
+    if clash:
+        flags = ", ".join("--" + f for f in clash)
+        raise DraftsmithError(f"--measure uses this machine and the loaded model's dtype; drop {flags}")
+    if args.model in EXAMPLES or (args.model and not Path(args.model).expanduser().exists()):
+        raise DraftsmithError(
+            f"--measure loads the model: give a directory or .gguf file (or nothing: the default target), "
+            f"not {args.model!r}"
+        )
+    dtype = args.dtype or (bench.dtype if bench and bench.dtype else "auto")
+    machine = measure(args.model, dtype, args.fixed_rows)
+    steps = machine.steps
+    comparison = compare(bench, steps.table, steps.fixed_rows, steps.overhead_s) if bench else None
+    plan = build(steps.spec, measured=steps, **options)
+    plan.notes[:0] = machine.notes()
+    return comparison, plan
