@@ -1,4 +1,4 @@
-"""Command line: `draftsmith demo | generate | bench | methods | suites`.
+"""Command line: demo, generate, bench, data, train, score, runs, calibrate, plan, methods, suites.
 
 Every user error is a DraftsmithError printed as one line (exit code 2), never a traceback.
 """

@@ -300,3 +300,14 @@ def test_gzipped_answers_read_like_plain_ones(tmp_path):
     with gzip.open(path, "wt", encoding="utf-8") as f:
         f.write("".join(json.dumps(r) + "\n" for r in rows))
     assert list(read_rows(path)) == rows
+
+
+def test_heap_only_allocation_takes_effect_on_glibc():
+    import platform
+
+    from draftsmith.engine.allocator import keep_freed_memory
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert keep_freed_memory() is True
+    assert keep_freed_memory() is True  # idempotent
