@@ -225,6 +225,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     prompts = {"demo": [load_suite(s, 1)[0] for s in DEMO_SUITES]}
     trained = [m for m in ("dflash", "dspark") if shipped_drafter(m, target)]
+    trained += ["hybrid"] if "dspark" in trained else []  # n-gram lookup + the shipped DSpark
     methods = ["plain", "ngram", *trained] + (["draft-model"] if args.draft_model else [])
     result = run_bench(
         target,
@@ -473,6 +474,48 @@ def cmd_suites(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve the target over an OpenAI-compatible HTTP API until interrupted (uvicorn imports late)."""
+    from draftsmith.drafters.registry import METHODS
+
+    methods = [m.strip() for m in args.method.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS] or ([] if methods else [args.method])
+    if unknown:
+        raise DraftsmithError(f"unknown method {unknown[0]!r}; choose one of: {', '.join(METHODS)}")
+    if args.max_batch != 1:
+        raise DraftsmithError(
+            f"--max-batch {args.max_batch}: this engine decodes one request at a time (max-batch 1); "
+            "batched decoding comes with the batched engine (issue 9)"
+        )
+    if args.max_queue < 1:
+        raise DraftsmithError(f"--max-queue must be >= 1, got {args.max_queue}")
+    if not 0 < args.port < 65536:
+        raise DraftsmithError(f"--port must be 1..65535, got {args.port}")
+    options = {m: _drafter_options(args, m) for m in methods}  # bad --drafter values fail before the load
+    from draftsmith.serving.server import build_app, serve
+
+    target = _load_target(args)
+    app = build_app(
+        target,
+        methods,
+        options,
+        max_batch=args.max_batch,
+        max_queue=args.max_queue,
+        schedule=args.schedule,
+        k=args.k,
+    )
+    names = ", ".join([target.name, *(f"{target.name}:{m}" for m in methods)])
+    print(f"serving models {names} at http://{args.host}:{args.port}/v1", file=sys.stderr)
+    serve(app, args.host, args.port)
+    return 0
+
+
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from draftsmith.serving.loadtest import main as loadtest_main
+
+    return loadtest_main(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="draftsmith", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -656,6 +699,55 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("suites", help="list evaluation suites, or fetch the one that is not shipped offline")
     p.add_argument("action", choices=["list", "fetch"], nargs="?", default="list")
     p.set_defaults(func=cmd_suites)
+
+    p = sub.add_parser("serve", help="serve the target over an OpenAI-compatible HTTP API (with /metrics)")
+    p.add_argument(
+        "--method",
+        default="ngram",
+        help="decoding method, or several comma-separated: the first is the default model, and each "
+        "is served as MODEL:METHOD",
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--max-batch", type=int, default=1, help="requests decoded at once (this engine: 1)")
+    p.add_argument("--max-queue", type=int, default=64, help="waiting requests before the server answers 429")
+    p.add_argument(
+        "--schedule",
+        choices=["fixed", "history"],
+        default="history",
+        help="draft length: the drafter's k every round (fixed) or the cost-aware length learnt from "
+        "acceptance history (history, default)",
+    )
+    _add_target_args(p)
+    _add_method_args(p)
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser(
+        "loadtest", help="drive a running server over HTTP: throughput, per-user speed, latency"
+    )
+    p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (as printed by `serve`)")
+    p.add_argument("--model", default=None, help="model id to request (default: the server's first)")
+    p.add_argument("--concurrency", default="1,2,4,8", help="comma-separated numbers of concurrent users")
+    p.add_argument(
+        "--suite", default="mtbench", help="comma-separated suite names or .jsonl files (prompts cycle)"
+    )
+    p.add_argument("--requests", type=int, default=16, help="requests per concurrency level")
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=600,
+        help="seconds for the whole run; requests running then are cut",
+    )
+    p.add_argument("--timeout", type=float, default=300, help="seconds a request may wait for its next chunk")
+    p.add_argument("--out", default=None, help="save the results as JSON")
+    p.add_argument("--plot", default=None, help="save a PNG of per-user speed against total throughput")
+    p.add_argument("--label", default=None, help="this run's curve name (default: the model id)")
+    p.add_argument(
+        "--compare", action="append", default=None, help="another run's --out JSON to plot too (repeatable)"
+    )
+    p.set_defaults(func=cmd_loadtest)
     return parser
 
 

@@ -1,0 +1,136 @@
+"""The contract between the HTTP layer and whatever decodes requests.
+
+The HTTP layer only submits a `GenerationRequest`, reads the handle's events (text deltas, then
+one terminal event) and cancels the handle when its client goes away. Today's engine
+(`worker.SerialEngine`) decodes one request at a time; a batched engine that honours the same
+`Engine` protocol can replace it without touching the routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.serving.metrics import ServerMetrics
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One request as the engine sees it: token ids in, a budget, sampling settings, stop strings."""
+
+    prompt_ids: tuple[int, ...]
+    method: str
+    max_tokens: int
+    params: SamplingParams = field(default_factory=SamplingParams)
+    stop: tuple[str, ...] = ()
+    request_id: str = field(default_factory=lambda: f"req-{next(_ids)}")
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    """New text the target committed (already verified: never retracted)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The request ended normally. `text` is the whole completion (what the deltas add up to)."""
+
+    text: str
+    finish_reason: str  # OpenAI's: "stop" (EOS or a stop string) or "length" (budget or context)
+    prompt_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True)
+class Failed:
+    """The request ended without a completion; `status` is the HTTP status it maps to."""
+
+    message: str
+    status: int = 500
+    code: str | None = None
+
+
+Event = TextDelta | Finished | Failed
+
+
+class QueueFullError(Exception):
+    """The engine's queue is full: the client should retry later (HTTP 429)."""
+
+
+class EngineUnavailableError(Exception):
+    """The engine is not running (stopped, or its worker died): HTTP 503."""
+
+
+class RequestHandle:
+    """A submitted request: an async stream of events for the HTTP layer, and `cancel()`.
+
+    Engines run on their own threads and call `emit`; the events are handed to the event loop
+    that created the handle, so the routes never block on the engine.
+    """
+
+    def __init__(self, request: GenerationRequest, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.request = request
+        self.submitted_at = time.perf_counter()
+        self._loop = loop or asyncio.get_running_loop()
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._cancelled = threading.Event()
+        self._done = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Ask the engine to stop this request at its next step (no-op once it has finished)."""
+        self._cancelled.set()
+
+    def emit(self, event: Event) -> None:
+        """Thread-safe: deliver an event to the consumer's loop (dropped if that loop is gone)."""
+        try:
+            self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+        except RuntimeError:  # the loop closed (server shutting down): nobody is listening
+            pass
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Text deltas, then exactly one Finished or Failed."""
+        while not self._done:
+            event = await self._events.get()
+            if isinstance(event, Finished | Failed):
+                self._done = True
+            yield event
+
+
+class Engine(Protocol):
+    """What the server needs from an engine (one request at a time today, batched later)."""
+
+    methods: tuple[str, ...]
+    max_batch: int
+    metrics: ServerMetrics
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def submit(self, request: GenerationRequest) -> RequestHandle:
+        """Queue a request; raises QueueFullError or EngineUnavailableError."""
+        ...
+
+    def is_alive(self) -> bool: ...
+
+    @property
+    def queue_depth(self) -> int: ...
+
+    @property
+    def batch_size(self) -> int:
+        """Requests being decoded right now."""
+        ...

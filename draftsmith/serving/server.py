@@ -1,0 +1,82 @@
+"""Building the app for a target and running it with uvicorn, blocking or on a background thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+import uvicorn
+from fastapi import FastAPI
+
+from draftsmith.errors import DraftsmithError
+from draftsmith.models.target import Target
+from draftsmith.serving.app import DEFAULT_MAX_TOKENS, create_app
+from draftsmith.serving.prompts import PromptEncoder
+from draftsmith.serving.worker import SerialEngine
+
+
+def build_app(
+    target: Target,
+    methods: list[str] | tuple[str, ...],
+    drafter_options: Mapping[str, dict] | None = None,
+    *,
+    max_batch: int = 1,
+    max_queue: int = 64,
+    schedule: str = "history",
+    k: int | None = None,
+    model_name: str | None = None,
+    default_max_tokens: int = DEFAULT_MAX_TOKENS,
+) -> FastAPI:
+    """The server for `target`, decoding with `methods` (the first is the default model's).
+
+    drafter_options: per method, the registry's build options (as `draftsmith generate` passes
+    them). Drafters are built here, once, so a bad drafter fails at startup, not on a request.
+    """
+    if max_batch != 1:
+        raise DraftsmithError(
+            f"--max-batch {max_batch}: this engine decodes one request at a time (max-batch 1); "
+            "batched decoding is issue 9's batched engine"
+        )
+    engine = SerialEngine.build(
+        target, list(methods), drafter_options, k=k, max_queue=max_queue, schedule=schedule
+    )
+    return create_app(engine, PromptEncoder(target), model_name or target.name, default_max_tokens)
+
+
+def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
+    """Run until interrupted (Ctrl-C stops the engine cleanly through the app's lifespan)."""
+    uvicorn.run(app, host=host, port=port, log_level=log_level)
+
+
+class BackgroundServer:
+    """uvicorn on a daemon thread, for tests and notebooks: `with BackgroundServer(app) as url: ...`.
+
+    port 0 lets the OS pick a free port; `url` is the bound address (http://HOST:PORT).
+    """
+
+    def __init__(
+        self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, startup_timeout: float = 30.0
+    ) -> None:
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        self.server = uvicorn.Server(config)
+        self.host = host
+        self.startup_timeout = startup_timeout
+        self.thread = threading.Thread(target=self.server.run, name="draftsmith-uvicorn", daemon=True)
+        self.url = ""
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                self.server.should_exit = True
+                raise RuntimeError("the server did not start")
+            time.sleep(0.02)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{self.host}:{port}"
+        return self.url
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=15)

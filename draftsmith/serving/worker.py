@@ -1,0 +1,232 @@
+"""Today's engine: one background thread that owns the target and decodes one request at a time.
+
+The thread is the only code that touches the target's runner (its KV cache is one sequence) and
+the drafters (built once per method; `start` resets them for each request). Requests wait in a
+bounded queue; a full queue is refused at once instead of piling up latency. A request that
+fails is reported to its own client and the loop goes on; a cancelled one stops at its next
+verify round.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Mapping
+
+from draftsmith.api import TextStream
+from draftsmith.drafters.base import Drafter
+from draftsmith.drafters.registry import build_drafter
+from draftsmith.engine.decode import speculative_generate
+from draftsmith.errors import DraftsmithError
+from draftsmith.models.target import Target
+from draftsmith.serving.engine import (
+    EngineUnavailableError,
+    Failed,
+    Finished,
+    GenerationRequest,
+    QueueFullError,
+    RequestHandle,
+    TextDelta,
+)
+from draftsmith.serving.metrics import ServerMetrics
+
+log = logging.getLogger("draftsmith.serving")
+
+SCHEDULES = ("fixed", "history")
+"""fixed: verify the drafter's k tokens every round; history: the engine's cost-aware draft length
+(measured step costs and running per-position acceptance, see engine/draft_length.py)."""
+
+FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length"}
+"""Engine finish reasons -> OpenAI's."""
+
+
+class _Cancelled(Exception):
+    """Raised inside the decode loop's token callback to abandon a request."""
+
+
+class SerialEngine:
+    """One request at a time on a background thread (max_batch 1), behind the `Engine` protocol."""
+
+    max_batch = 1
+
+    def __init__(
+        self,
+        target: Target,
+        drafters: Mapping[str, Drafter],
+        *,
+        max_queue: int = 64,
+        schedule: str = "history",
+        k: int | None = None,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
+        if not drafters:
+            raise DraftsmithError("serve at least one method")
+        if max_queue < 1:
+            raise DraftsmithError(f"max_queue must be >= 1, got {max_queue}")
+        if schedule not in SCHEDULES:
+            raise DraftsmithError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+        self.target = target
+        self.drafters = dict(drafters)
+        self.methods = tuple(self.drafters)
+        self.schedule = schedule
+        self.k = k
+        self.metrics = metrics or ServerMetrics()
+        self._queue: queue.Queue[RequestHandle] = queue.Queue(maxsize=max_queue)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._current: RequestHandle | None = None
+
+    @classmethod
+    def build(
+        cls,
+        target: Target,
+        methods: list[str] | tuple[str, ...],
+        drafter_options: Mapping[str, dict] | None = None,
+        k: int | None = None,
+        **kwargs,
+    ) -> SerialEngine:
+        """Build each method's drafter once through the registry (options per method, as the CLI's)."""
+        options = drafter_options or {}
+        drafters = {m: build_drafter(m, target, k=k, **options.get(m, {})) for m in methods}
+        return cls(target, drafters, k=k, **kwargs)
+
+    # -- the Engine protocol -------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stopping.clear()
+            self._thread = threading.Thread(target=self._run, name="draftsmith-engine", daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Refuse new work, fail the queued requests, stop the running one, join the thread."""
+        self._stopping.set()
+        current = self._current
+        if current is not None:
+            current.cancel()
+        self._drain("the server is shutting down")
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def submit(self, request: GenerationRequest) -> RequestHandle:
+        if request.method not in self.drafters:
+            raise DraftsmithError(
+                f"method {request.method!r} is not served (serving: {', '.join(self.methods)})"
+            )
+        if not self.is_alive():
+            raise EngineUnavailableError("the engine is not running")
+        handle = RequestHandle(request)
+        try:
+            self._queue.put_nowait(handle)
+        except queue.Full:
+            raise QueueFullError(f"the queue is full ({self._queue.maxsize} requests waiting)") from None
+        return handle
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and not self._stopping.is_set()
+
+    @property
+    def queue_depth(self) -> int:
+        return self._queue.qsize()
+
+    @property
+    def batch_size(self) -> int:
+        return int(self._current is not None)
+
+    # -- the worker thread ---------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                handle = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._current = handle
+            try:
+                self._serve(handle)
+            except Exception:  # a bug in the bookkeeping itself: report it, keep serving
+                log.exception("request %s failed outside the decode loop", handle.request.request_id)
+                handle.emit(Failed("internal error", 500, "internal_error"))
+            finally:
+                self._current = None
+
+    def _drain(self, message: str) -> None:
+        while True:
+            try:
+                handle = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            handle.emit(Failed(message, 503, "engine_unavailable"))
+
+    def _serve(self, handle: RequestHandle) -> None:
+        req = handle.request
+        if handle.cancelled:  # the client left while the request waited
+            self.metrics.count("cancelled")
+            handle.emit(Failed("cancelled by the client", 499, "cancelled"))
+            return
+        started = time.perf_counter()
+        self.metrics.started(len(req.prompt_ids), started - handle.submitted_at)
+        target = self.target
+        streamed: list[str] = []
+
+        def on_text(text: str) -> None:
+            streamed.append(text)
+            handle.emit(TextDelta(text))
+
+        stream = TextStream(target, on_text)
+        first = [True]
+
+        def on_tokens(tokens: list[int]) -> None:
+            if handle.cancelled or self._stopping.is_set():
+                raise _Cancelled
+            ttft = time.perf_counter() - handle.submitted_at if first[0] else None
+            first[0] = False
+            self.metrics.tokens(len(tokens), ttft)
+            stream(tokens)
+
+        try:
+            result = speculative_generate(
+                target.runner,
+                self.drafters[req.method],
+                list(req.prompt_ids),
+                target.stop_rule(req.max_tokens, req.stop),
+                req.params,
+                k=self.k,
+                on_tokens=on_tokens,
+                adaptive=self.schedule == "history",
+            )
+        except _Cancelled:
+            self.metrics.count("cancelled")
+            if self._stopping.is_set():
+                handle.emit(Failed("the server is shutting down", 503, "engine_unavailable"))
+            else:
+                handle.emit(Failed("cancelled by the client", 499, "cancelled"))
+            return
+        except DraftsmithError as e:  # bad input the routes could not see (e.g. drafter limits)
+            self.metrics.count("error")
+            handle.emit(Failed(str(e), 400, "invalid_request"))
+            return
+        except Exception as e:
+            log.exception("request %s failed", req.request_id)
+            self.metrics.count("error")
+            handle.emit(Failed(f"the engine failed on this request: {type(e).__name__}: {e}", 500))
+            return
+        text = target.decode(result.tokens)
+        sent = "".join(streamed)
+        if text.startswith(sent):
+            if len(text) > len(sent):  # characters the stream held back (e.g. half a UTF-8 char)
+                handle.emit(TextDelta(text[len(sent) :]))
+        else:  # cannot happen with prefix-stable tokenizers; the stream cannot take text back
+            log.warning("request %s: streamed text is not a prefix of the final text", req.request_id)
+        self.metrics.finished(req.method, result.stats, time.perf_counter() - handle.submitted_at)
+        handle.emit(
+            Finished(
+                text,
+                FINISH_REASONS.get(result.finish_reason, "stop"),
+                len(req.prompt_ids),
+                len(result.tokens),
+            )
+        )
