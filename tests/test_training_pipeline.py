@@ -289,7 +289,12 @@ def test_default_init_is_random_and_wsd_schedule_is_flat_then_decays(tmp_path):
     with pytest.raises(DraftsmithError, match="schedule"):
         TrainConfig(schedule="linear")
     with pytest.raises(DraftsmithError, match="label"):
-        TrainConfig(label="soft")
+        TrainConfig(label="argmax")
+    with pytest.raises(DraftsmithError, match="ce_weight"):
+        TrainConfig(ce_weight=1.5)
+    with pytest.raises(DraftsmithError, match="feature_weight"):
+        TrainConfig(feature_weight=-1.0)
+    assert TrainConfig(label="soft").label == "soft" and TrainConfig().ce_weight == 0.5
 
 
 def test_gzipped_answers_read_like_plain_ones(tmp_path):
