@@ -161,9 +161,10 @@ def block_loss(
     if needs_target and (target_final is None or (target_head is None and target_lse is None)):
         raise ValueError("DSpark, soft labels and feature regression need the target's final states and lse")
     p_t_draft = final = None
-    if needs_target:  # the target's own distribution over the draft vocabulary at each slot
+    if needs_target:
         idx = batch.target_pos[..., None].expand(-1, -1, target_final.shape[-1])
         final = torch.gather(target_final, 1, idx)
+    if cfg.markov_rank or cfg.confidence or label == "soft":  # the target's draft-vocab distribution
         if target_lse is not None:
             lse = torch.gather(target_lse, 1, batch.target_pos)
             p_t_draft = torch.exp((final @ model.head.t()).float() - lse[..., None])
