@@ -336,31 +336,24 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import OnlineData, TargetCache
+    from draftsmith.training.recipe import options_from_args, recipe_for
     from draftsmith.training.train import TrainConfig, train
 
+    recipe = recipe_for(args.method)
     cfg = TrainConfig(
         method=args.method,
         steps=args.steps,
         batch=args.batch,
-        anchors=args.anchors,
         lr=args.lr,
-        block_size=args.block_size,
-        num_layers=args.layers,
-        markov_rank=args.markov_rank,
-        draft_vocab=args.draft_vocab or None,
         bf16=args.bf16,
         seed=args.seed,
         eval_every=args.eval_every,
         save_every=args.save_every,
         save_dtype=args.save_dtype,
-        init=args.init,
         schedule=args.schedule,
         decay=args.decay,
-        label=args.label,
         held_out=args.held_out,
-        anchor_context=args.anchor_context,
-        ce_weight=args.ce_weight,
-        feature_weight=args.feature_weight,
+        options=options_from_args(recipe, args),
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
@@ -388,7 +381,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from draftsmith.drafters.dflash.drafter import shipped_drafter
     from draftsmith.drafters.registry import METHODS
     from draftsmith.training.cache import OnlineData
-    from draftsmith.training.train import TrainConfig, held_out_tau
+    from draftsmith.training.recipe import make_options, recipe_for
 
     if not Path(args.answers).is_file():  # before the slow model load
         raise DraftsmithError(f"answers file not found: {args.answers}")
@@ -396,9 +389,25 @@ def cmd_score(args: argparse.Namespace) -> int:
     source = args.drafter or shipped_drafter(args.method, target)
     model = METHODS[args.method].load_model(target, source, dtype=torch.float32)
     data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
-    cfg = TrainConfig(method=args.method, anchors=args.anchors, block_size=model.cfg.block_size)
-    taus = held_out_tau(model, data, cfg)
+    recipe = recipe_for(args.method)
+    opts = make_options(recipe, {"anchors": args.anchors, "block_size": model.cfg.block_size})
+    taus = recipe.evaluate(model, list(data), opts)
     print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a trained drafter in a format vLLM / SGLang load; what a format cannot carry is refused."""
+    from draftsmith.drafters.dflash.checkpoint import load_drafter
+    from draftsmith.export import DEFAULT_VERIFIER, export_drafter, stored_dtype, verifier_of
+
+    if not Path(args.drafter).is_dir():  # before the slow model load
+        raise DraftsmithError(f"drafter directory not found: {args.drafter}")
+    target = _load_target(args)
+    model = load_drafter(args.drafter, target, dtype=stored_dtype(args.drafter))
+    verifier = verifier_of(target, args.verifier_name or args.target or DEFAULT_VERIFIER)
+    out = export_drafter(model, args.format, args.out, verifier)
+    print(json.dumps({"format": args.format, "out": str(out), "verifier": verifier.name}))
     return 0
 
 
@@ -516,7 +525,15 @@ def cmd_loadtest(args: argparse.Namespace) -> int:
     return loadtest_main(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _trainable() -> list[str]:
+    from draftsmith.training.recipe import trainable_methods
+
+    return trainable_methods()
+
+
+def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
+    """train_options: list the trainable methods and their option flags under `train`, which imports
+    every drafter (and torch); main() does that only when the command is `train`."""
     parser = argparse.ArgumentParser(prog="draftsmith", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -594,43 +611,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sampling_args(p, 256)
     p.set_defaults(func=cmd_data, temperature=0.7, top_p=0.8, top_k=20)
 
-    p = sub.add_parser("train", help="train a DFlash or DSpark drafter on a target cache")
-    p.add_argument("--method", choices=["dflash", "dspark"], default="dspark")
+    p = sub.add_parser("train", help="train a drafter (any trainable method) on a target cache")
+    p.add_argument("--method", choices=_trainable() if train_options else None, default="dspark")
     p.add_argument("--cache", default=None, help="a target cache from `draftsmith data cache`")
     p.add_argument("--answers", default=None, help="or: regenerated answers, target states computed online")
     p.add_argument("--max-len", type=int, default=1024, help="online: longest sequence")
     p.add_argument("--out", required=True)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--anchors", type=int, default=64)
     p.add_argument("--lr", type=float, default=6e-4)
-    p.add_argument("--block-size", type=int, default=7)
-    p.add_argument("--layers", type=int, default=1, help="draft decoder layers")
-    p.add_argument("--markov-rank", type=int, default=64)
-    p.add_argument("--draft-vocab", type=int, default=8192, help="0 = full target vocabulary")
     p.add_argument("--bf16", action="store_true")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--save-every", type=int, default=200)
     p.add_argument("--no-resume", action="store_true")
-    p.add_argument(
-        "--init",
-        choices=["random", "head", "target"],
-        default="random",
-        help="draft layers start at random (default; DeepSpec), random with the target's final norm "
-        "(head), or as copies of the target's last layers (target)",
-    )
-    p.add_argument(
-        "--anchor-context",
-        action="store_true",
-        help="add the target context state just before the anchor to every block input (EAGLE's direct path)",
-    )
-    p.add_argument(
-        "--ce-weight",
-        type=float,
-        default=0.5,
-        help="DSpark: CE weight, L1 to the target gets 1 - this (paper 0.1; 0.5 measured better here)",
-    )
     p.add_argument(
         "--schedule",
         choices=["cosine", "wsd"],
@@ -639,19 +633,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--decay", type=float, default=0.2, help="wsd: fraction of steps spent decaying")
     p.add_argument("--held-out", type=int, default=16, help="sequences scored for held-out tau")
-    p.add_argument(
-        "--label",
-        choices=["token", "greedy", "soft"],
-        default="token",
-        help="CE target: the answer's written token, the target's argmax there (what greedy decoding "
-        "accepts), or the target's whole distribution (soft: distillation)",
-    )
-    p.add_argument(
-        "--feature-weight",
-        type=float,
-        default=0.0,
-        help="weight of EAGLE's smooth-L1 regression of draft states onto the target's final states",
-    )
     p.add_argument(
         "--held-out-cache",
         default=None,
@@ -664,6 +645,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="dtype of the saved drafter (float16 halves the size for shipping)",
     )
     p.add_argument("--stop-after", type=int, default=None, help="end this run at that step (resume later)")
+    if train_options:
+        from draftsmith.training.recipe import add_option_flags
+
+        add_option_flags(p)
     _add_target_args(p)
     p.set_defaults(func=cmd_train)
 
@@ -675,6 +660,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-len", type=int, default=768, help="longest sequence")
     _add_target_args(p)
     p.set_defaults(func=cmd_score)
+
+    p = sub.add_parser("export", help="write a trained DFlash/DSpark drafter in a format vLLM/SGLang load")
+    p.add_argument("--format", required=True, choices=["speculators", "zlab", "deepspec"])
+    p.add_argument("--drafter", required=True, help="a trained drafter directory")
+    p.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")
+    p.add_argument(
+        "--verifier-name",
+        default=None,
+        help="verifier name written into the config (default: --target, or the default target's hub id)",
+    )
+    _add_target_args(p)
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("runs", help="compare training runs: differing settings, held-out tau, wall time")
     p.add_argument("dirs", nargs="+", help="training output directories")
@@ -755,7 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(train_options=argv[:1] == ["train"]).parse_args(argv)
     _quiet()
     try:
         return args.func(args)

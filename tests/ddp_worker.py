@@ -12,7 +12,7 @@ from draftsmith.training.train import TrainConfig, train  # noqa: E402
 if __name__ == "__main__":
     cache_dir, out_dir = sys.argv[1], sys.argv[2]
     target = tiny_target()
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_flat(
         method="dspark",
         steps=2,
         batch=4,

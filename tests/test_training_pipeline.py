@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict
 
 import pytest
 import torch
@@ -126,7 +125,7 @@ def test_training_resume_continues_exactly(tmp_path, method):
     answers = make_answers(tmp_path, n=8)
     build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
     cache = TargetCache(tmp_path / "cache", target)
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_flat(
         method=method,
         steps=6,
         batch=2,
@@ -156,7 +155,7 @@ def test_training_resume_continues_exactly(tmp_path, method):
         train(
             target,
             cache,
-            TrainConfig(**{**asdict(cfg), "label": "greedy"}),
+            TrainConfig.from_flat(**{**cfg.flat(), "label": "greedy"}),
             tmp_path / "greedy",
             progress=False,
         )
@@ -220,7 +219,7 @@ def test_training_against_a_bf16_target_online_and_cached(tmp_path):
     answers = make_answers(tmp_path, n=4)
     build_cache(fp32, answers, tmp_path / "cache", LAYERS, progress=False)
     bf16 = Target(fp32.model.to(torch.bfloat16), fp32.tokenizer, name=fp32.name)
-    cfg = TrainConfig(
+    cfg = TrainConfig.from_flat(
         method="dspark", steps=2, batch=2, anchors=4, block_size=3, draft_vocab=None, held_out=1
     )
     for data, out in (
@@ -282,19 +281,44 @@ def test_regenerated_rows_carry_the_target_ids_that_the_cache_trains_on(tmp_path
 def test_default_init_is_random_and_wsd_schedule_is_flat_then_decays(tmp_path):
     from draftsmith.training.train import lr_lambda
 
-    assert TrainConfig().init == "random"
+    assert TrainConfig().options.init == "random"
     f = lr_lambda(TrainConfig(steps=100, warmup=0.1, schedule="wsd", decay=0.2))
     assert f(0) == pytest.approx(0.1) and f(10) == 1.0 and f(79) == 1.0
     assert f(90) == pytest.approx(0.5) and f(100) == 0.0
     with pytest.raises(DraftsmithError, match="schedule"):
         TrainConfig(schedule="linear")
     with pytest.raises(DraftsmithError, match="label"):
-        TrainConfig(label="argmax")
+        TrainConfig.from_flat(label="argmax")
     with pytest.raises(DraftsmithError, match="ce_weight"):
-        TrainConfig(ce_weight=1.5)
+        TrainConfig.from_flat(ce_weight=1.5)
     with pytest.raises(DraftsmithError, match="feature_weight"):
-        TrainConfig(feature_weight=-1.0)
-    assert TrainConfig(label="soft").label == "soft" and TrainConfig().ce_weight == 0.5
+        TrainConfig.from_flat(feature_weight=-1.0)
+    soft = TrainConfig.from_flat(label="soft")
+    assert soft.options.label == "soft" and TrainConfig().options.ce_weight == 0.5
+
+
+def test_the_trainer_is_generic_over_registered_recipes():
+    """Methods are trained through the recipe their drafter class names; options belong to the method
+    and the CLI derives its flags from them, so a mistyped or foreign option is an error."""
+    import argparse
+
+    from draftsmith.drafters.registry import METHODS
+    from draftsmith.training.recipe import add_option_flags, options_from_args, recipe_for, trainable_methods
+
+    assert {"dflash", "dspark"} <= set(trainable_methods())
+    assert recipe_for("dspark") is METHODS["dspark"].recipe
+    with pytest.raises(DraftsmithError, match="not trained"):
+        recipe_for("ngram")
+    with pytest.raises(DraftsmithError, match="no option"):
+        TrainConfig.from_flat(method="dflash", blok_size=4)
+    cfg = TrainConfig.from_flat(method="dflash", block_size=4, steps=3)
+    assert cfg.flat()["block_size"] == 4 and cfg.flat()["steps"] == 3
+    assert TrainConfig.from_flat(**cfg.flat()).flat() == cfg.flat()
+    parser = argparse.ArgumentParser()
+    add_option_flags(parser)
+    args = parser.parse_args(["--block-size", "5", "--layers", "2", "--anchor-context"])
+    opts = options_from_args(recipe_for("dspark"), args)
+    assert (opts.block_size, opts.num_layers, opts.anchor_context, opts.markov_rank) == (5, 2, True, 64)
 
 
 def test_gzipped_answers_read_like_plain_ones(tmp_path):

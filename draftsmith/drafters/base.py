@@ -18,6 +18,7 @@ from draftsmith.engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
     from draftsmith.models.target import Target
+    from draftsmith.training.recipe import Recipe
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Drafter:
     description: ClassVar[str] = ""
     hidden_layers: tuple[HiddenKey, ...] = ()
     default_k: int = 0
+    recipe: ClassVar[Recipe | None] = None  # how `draftsmith train` trains it; None: not trained
 
     @classmethod
     def build(cls, target: Target, **options: object) -> Drafter:

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from draftsmith.drafters.dflash.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.engine.runner import FINAL
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.regenerate import iter_pairs

@@ -17,6 +17,7 @@ from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.dflash.checkpoint import load_drafter, target_fingerprint
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dflash.recipe import DFlashRecipe
 from draftsmith.engine.sampling import SamplingParams, sample, target_probs
 from draftsmith.errors import DraftsmithError
 
@@ -40,12 +41,14 @@ def shipped_drafter(method: str, target) -> Path | None:
 class DFlashDrafter(Drafter):
     name = "dflash"
     description = "DFlash block diffusion drafter (one parallel pass per block; needs a trained drafter)"
+    recipe = DFlashRecipe("dflash")
 
     def __init__(self, model: DFlashModel, target_vocab: int, confidence_threshold: float = 0.0) -> None:
         self.model = model
         self.cfg = model.cfg
         self.hidden_layers = tuple(self.cfg.target_layers)
-        self.default_k = self.cfg.block_size
+        self.first_slot = 0 if self.cfg.sample_from_anchor else 1  # z-lab layout: slot 0 drafts nothing
+        self.default_k = self.cfg.block_size - self.first_slot
         self.target_vocab = target_vocab
         self.threshold = confidence_threshold
         self.confidences: list[float] = []
@@ -118,8 +121,9 @@ class DFlashDrafter(Drafter):
             for ck, cv in zip(self.ctx_k, self.ctx_v, strict=True)
         ]
         anchor_ctx = self.last_ctx.expand(1, b, -1) if cfg.anchor_context else None
-        k = min(k, b)
-        states = m.backbone(ids, pos, kv, mask, anchor_ctx)[0, :k]  # the block runs whole; read k slots
+        first = self.first_slot
+        k = min(k, b - first)
+        states = m.backbone(ids, pos, kv, mask, anchor_ctx)[0, first : first + k]  # the block runs whole
         base = m.base_logits(states).float()
         chosen, dists, self.confidences = [], [], []
         prev = m.prev_index(tokens[-1:])[0]
@@ -136,7 +140,7 @@ class DFlashDrafter(Drafter):
             chosen.append(idx)
             if q is not None:
                 dists.append(q)
-            prev = idx
+            prev = m.draft_row(idx)
         out = m.d2t[torch.stack(chosen)] if chosen else torch.empty(0, dtype=torch.long, device=tokens.device)
         probs = None
         if dists:
@@ -148,3 +152,4 @@ class DFlashDrafter(Drafter):
 class DSparkDrafter(DFlashDrafter):
     name = "dspark"
     description = "DSpark: DFlash backbone + serial Markov head + confidence head (needs a trained drafter)"
+    recipe = DFlashRecipe("dspark")

@@ -1,0 +1,204 @@
+"""How DFlash and DSpark train: options, model construction, anchored-block batches and the loss.
+
+The generic trainer (training/train.py) drives this through the Recipe interface; the block
+layout and the losses themselves live in training.py next to the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.dflash.checkpoint import save_drafter
+from draftsmith.drafters.dflash.config import DFlashConfig
+from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dflash.training import LABELS, block_loss, build_blocks, sample_anchors
+from draftsmith.errors import DraftsmithError
+from draftsmith.training.recipe import Recipe
+
+
+@dataclass
+class DFlashOptions:
+    anchors: int = field(default=64, metadata={"help": "anchored blocks per sequence"})
+    block_size: int = field(default=7, metadata={"help": "slots per block (anchor + drafts)"})
+    num_layers: int = field(default=1, metadata={"flag": "--layers", "help": "draft decoder layers"})
+    markov_rank: int = field(default=64, metadata={"help": "DSpark: rank of the Markov head"})
+    draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
+    gamma: float = field(default=4.0, metadata={"help": "loss weight decay over slots, exp(-(k-1)/gamma)"})
+    init: str = field(
+        default="random",
+        metadata={
+            "choices": ["random", "head", "target"],
+            "help": "draft layers start at random (DeepSpec), random with the target's final norm "
+            "(head), or as copies of the target's last layers (target)",
+        },
+    )
+    anchor_context: bool = field(
+        default=False, metadata={"help": "add the context state before the anchor to every block input"}
+    )
+    ce_weight: float = field(
+        default=0.5, metadata={"help": "DSpark: CE weight; L1 to the target gets 1 - this (paper 0.1)"}
+    )
+    feature_weight: float = field(
+        default=0.0, metadata={"help": "smooth-L1 regression of draft states onto the target's (EAGLE)"}
+    )
+    label: str = field(
+        default="token",
+        metadata={
+            "choices": list(LABELS),
+            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
+        },
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("anchors", "num_layers"):
+            if getattr(self, name) < 1:
+                raise DraftsmithError(f"{name} must be >= 1")
+        if self.draft_vocab == 0:
+            self.draft_vocab = None
+        if self.init not in ("random", "head", "target"):
+            raise DraftsmithError(f"init must be random, head or target, got {self.init!r}")
+        if not 0 <= self.ce_weight <= 1:
+            raise DraftsmithError(f"ce_weight must be in [0, 1], got {self.ce_weight}")
+        if self.label not in LABELS:
+            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        if self.feature_weight < 0:
+            raise DraftsmithError(f"feature_weight must be >= 0, got {self.feature_weight}")
+
+
+def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) -> DFlashConfig:
+    """Draft width = target width; heads and MLP size follow the target (REFERENCE.md section 3)."""
+    c = target.model.config
+    rope = getattr(c, "rope_parameters", None) or {}
+    dspark = method == "dspark"
+    return DFlashConfig(
+        hidden_size=c.hidden_size,
+        num_heads=c.num_attention_heads,
+        num_kv_heads=getattr(c, "num_key_value_heads", c.num_attention_heads),
+        head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+        intermediate_size=c.intermediate_size,
+        target_layers=list(layers),
+        mask_token_id=mask_token(target),
+        target_vocab_size=target.runner.vocab_size,
+        num_layers=opts.num_layers,
+        block_size=opts.block_size,
+        rms_norm_eps=float(getattr(c, "rms_norm_eps", 1e-6)),
+        rope_theta=float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))),
+        draft_vocab_size=opts.draft_vocab,
+        markov_rank=opts.markov_rank if dspark else 0,
+        confidence=dspark,
+        gamma=opts.gamma,
+        anchor_context=opts.anchor_context,
+        method=method,
+        target_name=target.name,
+        target_fingerprint=target_fingerprint(target),
+    )
+
+
+def mask_token(target) -> int:
+    """A fixed, rarely generated id whose frozen embedding marks the block's empty slots."""
+    tok = target.tokenizer
+    for cand in (getattr(tok, "unk_token_id", None), getattr(tok, "pad_token_id", None)):
+        if cand is not None:
+            return int(cand)
+    return 0
+
+
+def pad_stack(seqs: list, name: str, value=0) -> torch.Tensor:
+    """Field `name` of every sequence, padded at the end to the longest one and stacked."""
+    xs = [getattr(s, name) for s in seqs]
+    t = max(x.shape[0] for x in xs)
+    pad = [x.new_full((t - x.shape[0], *x.shape[1:]), value) for x in xs]
+    return torch.stack([torch.cat([x, p]) if p.shape[0] else x for x, p in zip(xs, pad, strict=True)])
+
+
+def collate(seqs: list, anchors: int, block: int, mask_id: int, g: torch.Generator):
+    """Pad sequences to one length and lay out their anchored blocks.
+
+    Target states come back in fp32 whatever dtype the target ran in: the drafter trains in fp32.
+    """
+    ids, mask = pad_stack(seqs, "ids"), pad_stack(seqs, "loss_mask", False)
+    greedy = pad_stack(seqs, "greedy") if all(s.greedy is not None for s in seqs) else None
+    batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id, greedy)
+    feats, final, lse = (pad_stack(seqs, name).float() for name in ("features", "final", "lse"))
+    return batch, feats, final, lse
+
+
+METRIC_OF = {
+    "tau": "tau_est",
+    "tau_k3": "tau_est_k3",
+    "tau_greedy": "tau_greedy",
+    "tau_greedy_k3": "tau_greedy_k3",
+}
+"""evaluate() key -> the block_loss metric it averages."""
+
+
+class DFlashRecipe(Recipe):
+    """DFlash (parallel block) or, with method="dspark", DSpark (+ Markov and confidence heads)."""
+
+    options = DFlashOptions
+    old_defaults = {"label": "token", "anchor_context": False, "ce_weight": 0.1}
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+
+    def build(self, target, opts: DFlashOptions, layers: list[int], data) -> DFlashModel:
+        cfg = drafter_config(target, self.method, opts, layers)
+        model = DFlashModel(cfg)
+        model.init_weights(torch.initial_seed())  # the trainer seeded torch with its --seed
+        if opts.init == "target":
+            model.init_from_target(target.model)
+        elif opts.init == "head":
+            model.init_head_side(target.model)
+        if cfg.draft_vocab_size and cfg.draft_vocab_size < cfg.target_vocab_size:
+            counts = torch.from_numpy(data.token_counts(cfg.target_vocab_size))
+            model.d2t = counts.topk(cfg.draft_vocab_size).indices.sort().values
+        model.to(target.device)
+        self.attach(model, target)
+        return model
+
+    def attach(self, model: DFlashModel, target) -> None:
+        # the drafter trains in fp32 whatever dtype the target runs in (bf16 on GPUs and most new CPUs)
+        emb = target.model.get_input_embeddings().weight.float()
+        model.attach_target(emb, target.model.get_output_embeddings().weight.float())
+
+    def batch(self, seqs: list, opts: DFlashOptions, model: DFlashModel, generator: torch.Generator):
+        mask_id = model.cfg.mask_token_id
+        batch, feats, final, lse = collate(seqs, opts.anchors, opts.block_size, mask_id, generator)
+        device = model.fc.weight.device
+        return batch, feats.to(device), final.to(device), lse.to(device)
+
+    def loss(self, model: DFlashModel, batch, opts: DFlashOptions):
+        blocks, feats, final, lse = batch
+        return block_loss(
+            model,
+            blocks,
+            feats,
+            final,
+            target_lse=lse,
+            label=opts.label,
+            ce_weight=opts.ce_weight,
+            feature_weight=opts.feature_weight,
+        )
+
+    @torch.no_grad()
+    def evaluate(self, model: DFlashModel, seqs: list, opts: DFlashOptions) -> dict[str, float]:
+        """Teacher-forced accepted length at fixed anchors: "tau" against the answer's tokens and
+        "tau_greedy" against the target's argmax (what greedy decoding accepts; exact on greedy
+        answers), each if every block slot were verified and ("_k3") with drafts capped at 3."""
+        if not len(seqs):
+            return {k: float("nan") for k in METRIC_OF}
+        g = torch.Generator().manual_seed(12345)
+        sums = dict.fromkeys(METRIC_OF, 0.0)
+        for s in seqs:
+            batch = self.batch([s], opts, model, g)
+            _, m = block_loss(model, batch[0], batch[1], batch[2], target_lse=batch[3])
+            for k in METRIC_OF:
+                sums[k] += m.get(METRIC_OF[k], float("nan"))
+        return {k: v / len(seqs) for k, v in sums.items()}
+
+    def save(self, model: DFlashModel, out: Path, dtype: torch.dtype | None) -> None:
+        save_drafter(model, out, dtype=dtype)

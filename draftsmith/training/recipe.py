@@ -1,0 +1,133 @@
+"""What a trainable method tells the generic trainer: its options, model, batch layout, loss and
+checkpoint format.
+
+The trainer (training/train.py), the target cache and the CLI know nothing about any method: a
+drafter class in the registry names its `recipe`, and the trainer asks it. A method's options are
+a dataclass (defaults and validation live there); the CLI derives its `train` flags from those
+fields, so a new method adds flags without touching cli.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from draftsmith.errors import DraftsmithError
+
+
+class Recipe:
+    """Base class of a method's training recipe. One instance per trainable method."""
+
+    method: str = ""
+    options: type = object  # a dataclass: the method's settings, validated in its __post_init__
+    old_defaults: dict[str, Any] = {}  # options added after runs were saved, at the values those used
+
+    def build(self, target, opts: Any, layers: list[int], data) -> nn.Module:
+        """A new drafter for `target`, initialised and on the target's device, with the frozen target
+        tensors it borrows attached. layers: the target layers the training data holds."""
+        raise NotImplementedError
+
+    def attach(self, model: nn.Module, target) -> None:
+        """Re-borrow the frozen target tensors after load_state_dict (a resume)."""
+
+    def batch(self, seqs: list, opts: Any, model: nn.Module, generator: torch.Generator) -> Any:
+        """Lay out cache sequences (training/cache.Sequence) as one batch on the model's device."""
+        raise NotImplementedError
+
+    def loss(self, model: nn.Module, batch: Any, opts: Any) -> tuple[torch.Tensor, dict[str, float]]:
+        """The training loss and metrics; metrics hold "loss" and, where it means something, the
+        teacher-forced accepted length "tau_est" (shown on the progress bar)."""
+        raise NotImplementedError
+
+    def evaluate(self, model: nn.Module, seqs: list, opts: Any) -> dict[str, float]:
+        """Held-out metrics, deterministic for the same sequences: "tau" (accepted length against the
+        written tokens), "tau_greedy" (against the target's argmax) and their "_k3" capped forms, so
+        runs of different methods compare on one scale."""
+        raise NotImplementedError
+
+    def save(self, model: nn.Module, out: Path, dtype: torch.dtype | None) -> None:
+        """Write the drafter directory that `--method METHOD --drafter out` loads."""
+        raise NotImplementedError
+
+
+def recipe_for(method: str) -> Recipe:
+    """The recipe of a registered method; a clear error for methods that are not trained."""
+    from draftsmith.drafters.registry import METHODS
+
+    trainable = trainable_methods()
+    if method not in METHODS:
+        raise DraftsmithError(f"unknown method {method!r}; trainable methods: {', '.join(trainable)}")
+    recipe = getattr(METHODS[method], "recipe", None)
+    if recipe is None:
+        raise DraftsmithError(f"method {method!r} is not trained; trainable methods: {', '.join(trainable)}")
+    return recipe
+
+
+def trainable_methods() -> list[str]:
+    from draftsmith.drafters.registry import METHODS
+
+    return [m for m, cls in METHODS.items() if getattr(cls, "recipe", None) is not None]
+
+
+def make_options(recipe: Recipe, values: dict[str, Any]) -> Any:
+    """The method's options from a flat dict; unknown names are an error that lists the known ones."""
+    known = {f.name for f in dataclasses.fields(recipe.options)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise DraftsmithError(
+            f"{recipe.method} has no option(s) {', '.join(unknown)}; its options: {', '.join(sorted(known))}"
+        )
+    return recipe.options(**values)
+
+
+def _flag(f: dataclasses.Field) -> str:
+    return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
+
+
+def option_fields() -> dict[str, tuple[dataclasses.Field, type, list[str]]]:
+    """Every trainable method's option fields: name -> (field, python type, methods that have it)."""
+    out: dict[str, tuple[dataclasses.Field, type, list[str]]] = {}
+    for method in trainable_methods():
+        opts = recipe_for(method).options
+        hints = typing.get_type_hints(opts)
+        for f in dataclasses.fields(opts):
+            kind = hints[f.name]
+            if typing.get_origin(kind) in (typing.Union, types.UnionType):
+                kind = next(a for a in typing.get_args(kind) if a is not type(None))
+            if f.name in out:
+                out[f.name][2].append(method)
+            else:
+                out[f.name] = (f, kind, [method])
+    return out
+
+
+def add_option_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per option field of any trainable method; unset flags stay absent from the namespace,
+    so each method applies its own defaults."""
+    group = parser.add_argument_group("method options (defaults differ per method)")
+    for name, (f, kind, methods) in option_fields().items():
+        default = f.default if f.default is not dataclasses.MISSING else None
+        helptext = f"{f.metadata.get('help', '')} [{', '.join(methods)}; default {default}]".strip()
+        common = {"dest": "opt_" + name, "default": argparse.SUPPRESS, "help": helptext}
+        if kind is bool:
+            group.add_argument(_flag(f), action="store_true", **common)
+        else:
+            group.add_argument(_flag(f), type=kind, choices=f.metadata.get("choices"), **common)
+
+
+def options_from_args(recipe: Recipe, args: argparse.Namespace) -> Any:
+    """The options the user gave on the command line, for `recipe`'s method."""
+    given = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_")}
+    fields = option_fields()
+    foreign = sorted(k for k in given if recipe.method not in fields[k][2])
+    if foreign:
+        flags = ", ".join(_flag(fields[k][0]) for k in foreign)
+        raise DraftsmithError(f"{flags} do(es) not apply to --method {recipe.method}")
+    return make_options(recipe, given)
