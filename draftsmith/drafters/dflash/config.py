@@ -48,6 +48,10 @@ class DFlashConfig:
     confidence: bool = False  # DSpark: per-slot acceptance predictor
     gamma: float = 4.0  # position-decay of the loss weights, w_k = exp(-(k-1)/gamma)
     anchor_context: bool = False  # add the fused context state at anchor - 1 to every block input
+    # Options that public checkpoints need (draftsmith.export); the defaults are draftsmith's own layout.
+    qk_norm: bool = False  # per-head RMSNorm of queries and keys (Qwen3 draft layers: z-lab, DeepSpec)
+    sample_from_anchor: bool = True  # slot k predicts anchor+k+1; False: slot 0 is only the anchor (z-lab)
+    markov_vocab: str = "draft"  # Markov rows: draft vocabulary + 1 shared row, or "target": one per id
     method: str = "dflash"
     target_name: str = ""
     target_fingerprint: str = ""
@@ -60,6 +64,8 @@ class DFlashConfig:
             raise DraftsmithError("a drafter needs at least one target layer")
         if self.num_heads % self.num_kv_heads:
             raise DraftsmithError("num_heads must be a multiple of num_kv_heads")
+        if self.markov_vocab not in ("draft", "target"):
+            raise DraftsmithError(f"markov_vocab must be 'draft' or 'target', got {self.markov_vocab!r}")
 
     @property
     def is_dspark(self) -> bool:

@@ -45,16 +45,22 @@ class DraftLayer(nn.Module):
         self.ln2 = nn.RMSNorm(h, eps=cfg.rms_norm_eps)
         self.gate_up = nn.Linear(h, 2 * cfg.intermediate_size, bias=False)
         self.down = nn.Linear(cfg.intermediate_size, h, bias=False)
+        if cfg.qk_norm:  # Qwen3-style per-head norms, applied before the rotation
+            self.q_norm = nn.RMSNorm(hd, eps=cfg.rms_norm_eps)
+            self.k_norm = nn.RMSNorm(hd, eps=cfg.rms_norm_eps)
 
     def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         b, n, _ = x.shape
         return x.view(b, n, n_heads, self.cfg.head_dim).transpose(1, 2)
 
+    def _keys(self, x: torch.Tensor) -> torch.Tensor:
+        k = self._heads(self.k(x), self.cfg.num_kv_heads)
+        return self.k_norm(k) if self.cfg.qk_norm else k
+
     def project_context(self, ctx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """ctx [b, T, H] at positions pos [b, T] -> rotated keys and values [b, kv_heads, T, d]."""
-        nkv = self.cfg.num_kv_heads
-        k = rotate(self._heads(self.k(ctx), nkv), pos[:, None], self.cfg.rope_theta)
-        return k, self._heads(self.v(ctx), nkv)
+        k = rotate(self._keys(ctx), pos[:, None], self.cfg.rope_theta)
+        return k, self._heads(self.v(ctx), self.cfg.num_kv_heads)
 
     def forward(
         self, x: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor, mask: torch.Tensor
@@ -62,8 +68,9 @@ class DraftLayer(nn.Module):
         """x [b, q, H] block states at positions pos [b, q]; mask [b, q, T + q] (True = may attend)."""
         cfg = self.cfg
         h = self.ln1(x)
-        q = rotate(self._heads(self.q(h), cfg.num_heads), pos[:, None], cfg.rope_theta)
-        k = rotate(self._heads(self.k(h), cfg.num_kv_heads), pos[:, None], cfg.rope_theta)
+        q = self._heads(self.q(h), cfg.num_heads)
+        q = rotate(self.q_norm(q) if cfg.qk_norm else q, pos[:, None], cfg.rope_theta)
+        k = rotate(self._keys(h), pos[:, None], cfg.rope_theta)
         v = self._heads(self.v(h), cfg.num_kv_heads)
         att = F.scaled_dot_product_attention(
             q,
@@ -93,8 +100,9 @@ class DFlashModel(nn.Module):
         # draft index -> target id (identity for the full vocabulary); saved with the weights
         self.register_buffer("d2t", torch.arange(vd), persistent=True)
         if cfg.markov_rank:
-            # rows: draft vocabulary + one shared row for tokens outside it
-            self.markov_in = nn.Embedding(vd + 1, cfg.markov_rank)
+            # rows: draft vocabulary + one shared row for tokens outside it (or one per target id)
+            rows = cfg.target_vocab_size if cfg.markov_vocab == "target" else vd + 1
+            self.markov_in = nn.Embedding(rows, cfg.markov_rank)
             self.markov_out = nn.Linear(cfg.markov_rank, vd, bias=False)
             nn.init.zeros_(self.markov_out.weight)  # start as plain DFlash
         if cfg.confidence:
@@ -142,7 +150,12 @@ class DFlashModel(nn.Module):
         return states @ self.head.t()
 
     def prev_index(self, prev_ids: torch.Tensor) -> torch.Tensor:
-        return self.t2d[prev_ids]
+        """Markov rows of previous tokens given as target ids."""
+        return prev_ids if self.cfg.markov_vocab == "target" else self.t2d[prev_ids]
+
+    def draft_row(self, idx: torch.Tensor) -> torch.Tensor:
+        """Markov rows of tokens chosen as draft indices (the next slot's previous token)."""
+        return self.d2t[idx] if self.cfg.markov_vocab == "target" else idx
 
     def markov_bias(self, prev_idx: torch.Tensor) -> torch.Tensor:
         """Low-rank previous-token bias [..., Vd] for draft indices prev_idx [...]."""
