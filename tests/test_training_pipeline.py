@@ -340,3 +340,32 @@ def test_heap_only_allocation_takes_effect_on_glibc():
         pytest.skip("glibc only")
     assert keep_freed_memory() is True
     assert keep_freed_memory() is True  # idempotent
+
+
+def test_a_drafter_trained_with_qk_norm_exports_to_speculators(tmp_path):
+    """--qk-norm makes a trained drafter carry what the vLLM/SGLang formats need; it round-trips."""
+    from draftsmith.drafters.dflash.checkpoint import load_drafter
+    from draftsmith.export import export_drafter, verifier_of
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=4), tmp_path / "cache", LAYERS, progress=False)
+    cfg = TrainConfig.from_flat(
+        method="dspark",
+        steps=2,
+        batch=2,
+        anchors=4,
+        block_size=4,
+        markov_rank=8,
+        draft_vocab=None,
+        qk_norm=True,
+    )
+    train(target, TargetCache(tmp_path / "cache", target), cfg, tmp_path / "run", progress=False)
+    model = load_drafter(tmp_path / "run", target)
+    assert model.cfg.qk_norm
+    export_drafter(model, "speculators", tmp_path / "exported", verifier_of(target))
+    back = load_drafter(tmp_path / "exported", target)
+    theirs = back.state_dict()
+    for k, v in model.state_dict().items():
+        if k == "markov_in.weight":  # ours adds a row for tokens outside the draft vocabulary (none here)
+            v = v[: theirs[k].shape[0]]
+        torch.testing.assert_close(theirs[k].to(v.dtype), v)

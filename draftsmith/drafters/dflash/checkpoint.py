@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
 
+from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.errors import DraftsmithError
-
-
-def target_fingerprint(target) -> str:
-    """Vocabulary + the architecture facts a drafter depends on (width, depth, vocab size)."""
-    cfg = target.model.config
-    arch = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, target.runner.vocab_size]
-    return hashlib.sha1(json.dumps([target.vocab_fingerprint(), arch]).encode()).hexdigest()[:16]
 
 
 def save_drafter(model: DFlashModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:

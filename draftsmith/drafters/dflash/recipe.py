@@ -36,6 +36,10 @@ class DFlashOptions:
             "(head), or as copies of the target's last layers (target)",
         },
     )
+    qk_norm: bool = field(
+        default=False,
+        metadata={"help": "per-head q/k RMSNorm (Qwen3-style; the vLLM/SGLang formats need it)"},
+    )
     anchor_context: bool = field(
         default=False, metadata={"help": "add the context state before the anchor to every block input"}
     )
@@ -92,6 +96,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
         confidence=dspark,
         gamma=opts.gamma,
         anchor_context=opts.anchor_context,
+        qk_norm=opts.qk_norm,
         method=method,
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),
@@ -140,7 +145,7 @@ class DFlashRecipe(Recipe):
     """DFlash (parallel block) or, with method="dspark", DSpark (+ Markov and confidence heads)."""
 
     options = DFlashOptions
-    old_defaults = {"label": "token", "anchor_context": False, "ce_weight": 0.1}
+    old_defaults = {"label": "token", "anchor_context": False, "ce_weight": 0.1, "qk_norm": False}
 
     def __init__(self, method: str) -> None:
         self.method = method
