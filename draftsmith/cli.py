@@ -388,8 +388,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     target = _load_target(args)
     source = args.drafter or shipped_drafter(args.method, target)
     model = METHODS[args.method].load_model(target, source, dtype=torch.float32)
-    data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
     recipe = recipe_for(args.method)
+    recipe.attach(model, target)  # fp32 copies of the target's embedding/head, whatever its dtype
+    data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
     opts = make_options(recipe, {"anchors": args.anchors, "block_size": model.cfg.block_size})
     taus = recipe.evaluate(model, list(data), opts)
     print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))

@@ -1,23 +1,32 @@
-"""The one registry of decoding methods. A new drafter is a module plus one line here."""
+"""The one registry of decoding methods. A new drafter is a package plus one line here."""
 
 from __future__ import annotations
 
+from importlib import import_module
+
 from draftsmith.drafters.base import Drafter
-from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
-from draftsmith.drafters.draft_model import DraftModelDrafter
-from draftsmith.drafters.hybrid import HybridDrafter
-from draftsmith.drafters.ngram import NgramDrafter
-from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.errors import DraftsmithError
 
-METHODS: dict[str, type[Drafter]] = {
-    "plain": PlainDrafter,
-    "ngram": NgramDrafter,
-    "draft-model": DraftModelDrafter,
-    "dflash": DFlashDrafter,
-    "dspark": DSparkDrafter,
-    "hybrid": HybridDrafter,
+ENTRIES = {
+    "plain": "draftsmith.drafters.plain:PlainDrafter",
+    "ngram": "draftsmith.drafters.ngram:NgramDrafter",
+    "draft-model": "draftsmith.drafters.draft_model:DraftModelDrafter",
+    "dflash": "draftsmith.drafters.dflash.drafter:DFlashDrafter",
+    "dspark": "draftsmith.drafters.dflash.drafter:DSparkDrafter",
+    "hybrid": "draftsmith.drafters.hybrid:HybridDrafter",
+    "eagle3": "draftsmith.drafters.eagle3.drafter:Eagle3Drafter",
+    "distilled": "draftsmith.drafters.distilled.drafter:DistilledDrafter",
+    "mtp": "draftsmith.drafters.mtp.drafter:MTPDrafter",
 }
+"""method name -> "module:Class" of its Drafter (the class names its training recipe, if any)."""
+
+
+def _load(path: str) -> type[Drafter]:
+    module, _, name = path.partition(":")
+    return getattr(import_module(module), name)
+
+
+METHODS: dict[str, type[Drafter]] = {method: _load(path) for method, path in ENTRIES.items()}
 
 
 def build_drafter(method: str, target, **options) -> Drafter:

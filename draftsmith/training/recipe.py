@@ -91,9 +91,36 @@ def _flag(f: dataclasses.Field) -> str:
     return f.metadata.get("flag", "--" + f.name.replace("_", "-"))
 
 
-def option_fields() -> dict[str, tuple[dataclasses.Field, type, list[str]]]:
-    """Every trainable method's option fields: name -> (field, python type, methods that have it)."""
-    out: dict[str, tuple[dataclasses.Field, type, list[str]]] = {}
+@dataclasses.dataclass
+class OptionFlag:
+    """One `train` flag: the option's type, and per method that has it, its field (default, help)."""
+
+    kind: type
+    fields: dict[str, dataclasses.Field]
+
+    @property
+    def flag(self) -> str:
+        return _flag(next(iter(self.fields.values())))
+
+    def help(self) -> str:
+        first = next(iter(self.fields.values()))
+        defaults = {m: f.default for m, f in self.fields.items()}
+        if len(set(map(repr, defaults.values()))) == 1:
+            where = f"{', '.join(defaults)}; default {first.default}"
+        else:
+            where = "; ".join(f"{m} default {d}" for m, d in defaults.items())
+        return f"{first.metadata.get('help', '')} [{where}]".strip()
+
+    def choices(self) -> list | None:
+        per_method = [f.metadata.get("choices") for f in self.fields.values()]
+        if any(c is None for c in per_method):
+            return None
+        return sorted({c for cs in per_method for c in cs}, key=str)
+
+
+def option_fields() -> dict[str, OptionFlag]:
+    """Every trainable method's option fields by name (methods may share a name, e.g. --label)."""
+    out: dict[str, OptionFlag] = {}
     for method in trainable_methods():
         opts = recipe_for(method).options
         hints = typing.get_type_hints(opts)
@@ -102,32 +129,34 @@ def option_fields() -> dict[str, tuple[dataclasses.Field, type, list[str]]]:
             if typing.get_origin(kind) in (typing.Union, types.UnionType):
                 kind = next(a for a in typing.get_args(kind) if a is not type(None))
             if f.name in out:
-                out[f.name][2].append(method)
+                if out[f.name].kind is not kind:
+                    raise TypeError(
+                        f"option {f.name!r} has type {kind} in {method}, {out[f.name].kind} elsewhere"
+                    )
+                out[f.name].fields[method] = f
             else:
-                out[f.name] = (f, kind, [method])
+                out[f.name] = OptionFlag(kind, {method: f})
     return out
 
 
 def add_option_flags(parser: argparse.ArgumentParser) -> None:
     """One flag per option field of any trainable method; unset flags stay absent from the namespace,
-    so each method applies its own defaults."""
-    group = parser.add_argument_group("method options (defaults differ per method)")
-    for name, (f, kind, methods) in option_fields().items():
-        default = f.default if f.default is not dataclasses.MISSING else None
-        helptext = f"{f.metadata.get('help', '')} [{', '.join(methods)}; default {default}]".strip()
-        common = {"dest": "opt_" + name, "default": argparse.SUPPRESS, "help": helptext}
-        if kind is bool:
-            group.add_argument(_flag(f), action="store_true", **common)
+    so each method applies its own defaults (and validates the values it is given)."""
+    group = parser.add_argument_group("method options (each method has its own defaults)")
+    for name, opt in option_fields().items():
+        common = {"dest": "opt_" + name, "default": argparse.SUPPRESS, "help": opt.help()}
+        if opt.kind is bool:
+            group.add_argument(opt.flag, action="store_true", **common)
         else:
-            group.add_argument(_flag(f), type=kind, choices=f.metadata.get("choices"), **common)
+            group.add_argument(opt.flag, type=opt.kind, choices=opt.choices(), **common)
 
 
 def options_from_args(recipe: Recipe, args: argparse.Namespace) -> Any:
     """The options the user gave on the command line, for `recipe`'s method."""
     given = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_")}
     fields = option_fields()
-    foreign = sorted(k for k in given if recipe.method not in fields[k][2])
+    foreign = sorted(k for k in given if recipe.method not in fields[k].fields)
     if foreign:
-        flags = ", ".join(_flag(fields[k][0]) for k in foreign)
+        flags = ", ".join(fields[k].flag for k in foreign)
         raise DraftsmithError(f"{flags} do(es) not apply to --method {recipe.method}")
     return make_options(recipe, given)

@@ -1,0 +1,66 @@
+"""Save and load MTP heads trained here: `config.json` + `model.safetensors`, tied to their target."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.mtp.config import MTPConfig
+from draftsmith.drafters.mtp.model import MTPModel, target_classes
+from draftsmith.errors import DraftsmithError
+
+
+def save_mtp(model: MTPModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
+    """Atomic per file (temporary name, then rename), so an interrupted save keeps the last one."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    model.cfg.save(out, tmp_suffix=".tmp")
+    os.replace(out / "config.json.tmp", out / "config.json")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if dtype is not None:  # integer buffers (d2t) keep their type
+        tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
+    return out
+
+
+def ready_for(model: MTPModel, target, dtype: torch.dtype | None = None) -> MTPModel:
+    """On the target's device and dtype, with its embedding and lm_head attached, frozen."""
+    p = next(target.model.parameters())
+    rope = {n: b.clone() for n, b in model.rotary.named_buffers()}  # rotary frequencies stay fp32
+    model.to(device=p.device, dtype=dtype or p.dtype)
+    for n, b in rope.items():
+        setattr(model.rotary, n, b.to(p.device))
+    model.d2t = model.d2t.to(p.device)
+    model.attach_target(
+        target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
+    )
+    return model.eval().requires_grad_(False)
+
+
+def load_mtp(directory: str | Path, target, dtype: torch.dtype | None = None) -> MTPModel:
+    """A head saved by save_mtp, for `target`; one trained for another target is refused."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise DraftsmithError(f"drafter directory not found: {directory}")
+    cfg = MTPConfig.load(path)
+    if cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
+        raise DraftsmithError(
+            f"MTP drafter {path} was trained for target {cfg.target_name!r} "
+            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
+        )
+    model = MTPModel(cfg, target_classes(target.model))
+    try:
+        state = load_file(str(path / "model.safetensors"))
+    except Exception as e:  # safetensors raises its own error type for a missing or corrupt file
+        raise DraftsmithError(f"could not read {path / 'model.safetensors'}: {e}") from e
+    if "d2t" in state:  # a reduced vocabulary changes the buffer's size
+        model.d2t = torch.empty_like(state["d2t"])
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
+    return ready_for(model, target, dtype)

@@ -1,0 +1,74 @@
+"""Configuration of an MTP (multi-token prediction) module, saved as config.json next to its weights.
+
+The module's decoder layer is "of the target's kind": its Hugging Face config is stored whole
+(`layer_config`) and the layer class is the target's own decoder-layer class, so the same code runs
+a Llama layer trained here and the MLA + MoE layer shipped inside a DeepSeek-V3 checkpoint. The
+target it belongs to is recorded (name + fingerprint): loading it against another target is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from draftsmith.errors import DraftsmithError
+
+FORMAT = "draftsmith-mtp/1"
+CHAINS = ("normed", "raw")
+
+
+@dataclass
+class MTPConfig:
+    """One MTP block: [enorm(embed(x_(t+1))) ; hnorm(h_t)] -> eh_proj -> decoder layer -> norm -> head.
+
+    chain: the state handed to the next recursive step, the block's output after its final norm
+    ("normed": Qwen3-Next, and draftsmith's own heads, whose first step also reads the target's
+    final-norm state) or before it ("raw": DeepSeek-V3 / vLLM's deepseek_mtp).
+    """
+
+    hidden_size: int
+    target_vocab_size: int
+    model_type: str
+    layer_config: dict  # the HF config the decoder layer is built from (the target's, see model.py)
+    layer_idx: int  # the decoder layer's index (DeepSeek picks MoE vs dense by it)
+    rms_norm_eps: float = 1e-6
+    chain: str = "normed"
+    order: str = "eh"  # concatenation order of eh_proj's input: embedding first (DeepSeek), or "he" (MiMo)
+    draft_vocab_size: int | None = None  # None: the target's whole vocabulary
+    own_head: bool = False  # a shipped module with its own lm_head copy (DeepSeek's shared_head.head)
+    source: str = "trained"  # "trained", or the shipped layout it was read from ("deepseek", "mtp")
+    method: str = "mtp"
+    target_name: str = ""
+    target_fingerprint: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.chain not in CHAINS:
+            raise DraftsmithError(f"chain must be one of {', '.join(CHAINS)}, got {self.chain!r}")
+        if self.order not in ("eh", "he"):
+            raise DraftsmithError(f"order must be 'eh' or 'he', got {self.order!r}")
+        if self.draft_vocab_size is not None and not 0 < self.draft_vocab_size <= self.target_vocab_size:
+            raise DraftsmithError(
+                f"draft_vocab_size must be in 1..{self.target_vocab_size}, got {self.draft_vocab_size}"
+            )
+
+    def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
+        path = Path(directory) / ("config.json" + tmp_suffix)
+        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> MTPConfig:
+        path = Path(directory) / "config.json"
+        if not path.is_file():
+            raise DraftsmithError(f"no drafter config at {path}")
+        try:
+            data = json.loads(path.read_text())
+        except ValueError as e:
+            raise DraftsmithError(f"{path} is not valid JSON: {e}") from e
+        if data.pop("format", None) != FORMAT:
+            raise DraftsmithError(f"{directory} is not a draftsmith MTP drafter (format {FORMAT})")
+        try:
+            return cls(**data)
+        except TypeError as e:
+            raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
