@@ -399,16 +399,13 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a trained drafter in a format vLLM / SGLang load; what a format cannot carry is refused."""
-    from draftsmith.drafters.dflash.checkpoint import load_drafter
-    from draftsmith.export import DEFAULT_VERIFIER, export_drafter, stored_dtype, verifier_of
+    from draftsmith.export import DEFAULT_VERIFIER
+    from draftsmith.export.methods import check_format, export_directory, method_of
 
-    if not Path(args.drafter).is_dir():  # before the slow model load
-        raise DraftsmithError(f"drafter directory not found: {args.drafter}")
-    target = _load_target(args)
-    model = load_drafter(args.drafter, target, dtype=stored_dtype(args.drafter))
-    verifier = verifier_of(target, args.verifier_name or args.target or DEFAULT_VERIFIER)
-    out = export_drafter(model, args.format, args.out, verifier)
-    print(json.dumps({"format": args.format, "out": str(out), "verifier": verifier.name}))
+    check_format(method_of(args.drafter), args.format)  # before the slow model load
+    name = args.verifier_name or args.target or DEFAULT_VERIFIER
+    out = export_directory(args.drafter, args.format, args.out, _load_target(args), name)
+    print(json.dumps({"format": args.format, "out": str(out), "verifier": name}))
     return 0
 
 
@@ -662,8 +659,14 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     _add_target_args(p)
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("export", help="write a trained DFlash/DSpark drafter in a format vLLM/SGLang load")
-    p.add_argument("--format", required=True, choices=["speculators", "zlab", "deepspec"])
+    p = sub.add_parser("export", help="write a trained drafter in a format vLLM/SGLang load")
+    p.add_argument(
+        "--format",
+        required=True,
+        choices=["speculators", "zlab", "deepspec", "sglang", "hf"],
+        help="dflash/dspark: speculators, zlab, deepspec; eagle3: sglang, speculators; mtp: speculators; "
+        "distilled: hf (the drafter directory names its method)",
+    )
     p.add_argument("--drafter", required=True, help="a trained drafter directory")
     p.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")
     p.add_argument(

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 from unittest.mock import patch
 
 import pytest
@@ -518,3 +519,418 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
         assert main(["export", "--format", "speculators", "--drafter", str(tmp_path / "d"), *out]) == 0
     assert json.loads(capsys.readouterr().out)["verifier"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert detect_format(tmp_path / "o") == "speculators"
+
+
+# --- EAGLE-3, MTP and the distilled draft ----------------------------------------------------------
+
+from draftsmith.drafters.eagle3.checkpoint import load_drafter as load_eagle3  # noqa: E402
+from draftsmith.drafters.eagle3.checkpoint import save_drafter as save_eagle3  # noqa: E402
+from draftsmith.drafters.eagle3.drafter import Eagle3Drafter  # noqa: E402
+from draftsmith.drafters.eagle3.model import Eagle3Model  # noqa: E402
+from draftsmith.drafters.eagle3.recipe import Eagle3Options, drafter_config  # noqa: E402
+from draftsmith.export import eagle3 as eagle3_export  # noqa: E402
+from draftsmith.export import mtp as mtp_export  # noqa: E402
+from draftsmith.export.methods import METHOD_FORMATS, method_of  # noqa: E402
+
+
+def make_eagle3(
+    target, draft_vocab: int | None = None, layers: str = "1,2,3", seed: int = 0, **cfg
+) -> Eagle3Model:
+    """A random EAGLE-3 drafter with every weight (norms too) away from its init value."""
+    opts = Eagle3Options(target_layers=layers, draft_vocab=draft_vocab or 0, ttt_steps=4)
+    config = drafter_config(target, opts, [0, 1, 2, 3])
+    for key, value in cfg.items():
+        setattr(config, key, value)
+    model = Eagle3Model(config)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            scale = 0.3 if p.dim() == 1 else 1 / p.shape[1] ** 0.5
+            p.copy_((1 if p.dim() == 1 else 0) + scale * torch.randn(p.shape, generator=g))
+        model.lm_head.weight.mul_(3.0)
+    if draft_vocab:
+        model.set_draft_vocab(torch.sort(torch.randperm(VOCAB, generator=g)[:draft_vocab]).values)
+    model.attach_target(target.model.get_input_embeddings().weight)
+    return model.eval().requires_grad_(False)
+
+
+def eagle3_drafts(target, model: Eagle3Model, prompts: list[list[int]], n: int = 30) -> list[tuple]:
+    rounds: list[tuple] = []
+
+    class Recording(Eagle3Drafter):
+        def propose(self, tokens, k, params, generator):
+            d = super().propose(tokens, k, params, generator)
+            rounds.append((len(tokens), d.tokens.tolist()))
+            return d
+
+    drafter = Recording.build(target, drafter=model, k=4)
+    for ids in prompts:
+        ids = torch.tensor(ids)
+        res = speculative_generate(target.runner, drafter, ids, StopRule(n), k=4, adaptive=False)
+        assert res.tokens == speculative_generate(target.runner, PlainDrafter(), ids, StopRule(n)).tokens
+    return rounds
+
+
+@pytest.mark.parametrize("fmt", eagle3_export.FORMATS)
+@pytest.mark.parametrize("vocab", [None, 48])
+def test_eagle3_round_trip_gives_the_same_drafts(tmp_path, fmt, vocab):
+    target = tiny_target()
+    model = make_eagle3(target, vocab)
+    eagle3_export.WRITERS[fmt](model, tmp_path / fmt, verifier(target))
+    assert eagle3_export.detect_format(tmp_path / fmt) == fmt and method_of(tmp_path / fmt) == "eagle3"
+    again = load_eagle3(tmp_path / fmt, target)
+    assert again.cfg.target_layers == [1, 2, 3] and again.cfg.vocab == model.cfg.vocab
+    assert torch.equal(again.draft_ids, model.draft_ids)
+    assert again.cfg.ttt_steps == (4 if fmt == "speculators" else 7)  # SGLang's config has no draft length
+    want = eagle3_drafts(target, model, TINY_PROMPTS)
+    assert want and any(r[1] for r in want)
+    assert eagle3_drafts(target, again, TINY_PROMPTS) == want
+    eagle3_export.WRITERS[fmt](again, tmp_path / "again", verifier(target))  # and exports to the same files
+    a, b = (load_file(str(tmp_path / d / "model.safetensors")) for d in (fmt, "again"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def eagle3_shapes(h: int, k: int, vd: int, nh=4, nkv=2, hd=16, inter=128, prefix="midlayer.") -> dict:
+    return {
+        prefix + "self_attn.q_proj.weight": (nh * hd, 2 * h),
+        prefix + "self_attn.k_proj.weight": (nkv * hd, 2 * h),
+        prefix + "self_attn.v_proj.weight": (nkv * hd, 2 * h),
+        prefix + "self_attn.o_proj.weight": (h, nh * hd),
+        prefix + "mlp.gate_proj.weight": (inter, h),
+        prefix + "mlp.up_proj.weight": (inter, h),
+        prefix + "mlp.down_proj.weight": (h, inter),
+        prefix + "input_layernorm.weight": (h,),
+        prefix + "hidden_norm.weight": (h,),
+        prefix + "post_attention_layernorm.weight": (h,),
+        "fc.weight": (h, k * h),
+        "norm.weight": (h,),
+        "lm_head.weight": (vd, h),
+    }
+
+
+LLAMA_KEYS = QWEN3_KEYS - {"model_type"} | {"model_type", "max_position_embeddings", "tie_word_embeddings"}
+
+
+def test_eagle3_files_match_the_formats(tmp_path):
+    target = tiny_target()
+    h, vd = target.model.config.hidden_size, 48
+    model = make_eagle3(target, vd, layers="1,3")
+    eagle3_export.write_sglang(model, tmp_path / "g", verifier(target))
+    config = json.loads((tmp_path / "g" / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLMEagle3"] and config["model_type"] == "llama"
+    assert LLAMA_KEYS <= config.keys() and config["num_hidden_layers"] == 1
+    assert config["vocab_size"] == VOCAB and config["draft_vocab_size"] == vd
+    assert config["tie_word_embeddings"] is False and config["target_hidden_size"] == h
+    # SGLang captures layer id + 1 (the input of the next layer): its ids are draftsmith keys - 1
+    assert config["eagle_config"] == {
+        "eagle_aux_hidden_state_layer_ids": [0, 2],
+        "use_aux_hidden_state": True,
+    }
+    assert shapes(tmp_path / "g") == eagle3_shapes(h, 2, vd) | {"d2t": (vd,), "t2d": (VOCAB,)}
+    w = load_file(str(tmp_path / "g" / "model.safetensors"))
+    assert w["d2t"].dtype == torch.int64 and w["t2d"].dtype == torch.bool
+    assert torch.equal(torch.arange(vd) + w["d2t"], model.draft_ids) and int(w["t2d"].sum()) == vd
+
+    eagle3_export.write_speculators(model, tmp_path / "s", verifier(target))
+    config = json.loads((tmp_path / "s" / "config.json").read_text())
+    assert "model_type" not in config and config["speculators_model_type"] == "eagle3"
+    sc = config["speculators_config"]
+    assert sc["algorithm"] == "eagle3" and sc["proposal_methods"][0]["speculative_tokens"] == 4
+    assert sc["verifier"] == {"name_or_path": "org/tiny-verifier", "architectures": ["LlamaForCausalLM"]}
+    tl = config["transformer_layer_config"]
+    assert LLAMA_KEYS <= tl.keys() and tl["model_type"] == "llama" and tl["num_hidden_layers"] == 1
+    assert tl["num_aux_hidden_states"] == 2  # K != 3
+    assert config["eagle_aux_hidden_state_layer_ids"] == [1, 3]  # vLLM convention = draftsmith keys
+    assert config["norm_before_residual"] is False and config["draft_vocab_size"] == vd
+    assert not (config["norm_before_fc"] or config["fc_norm"] or config["norm_output"])
+    assert shapes(tmp_path / "s") == eagle3_shapes(h, 2, vd, prefix="layers.0.") | {
+        "d2t": (vd,),
+        "t2d": (VOCAB,),
+        "embed_tokens.weight": (VOCAB, h),
+    }
+    eagle3_export.write_speculators(make_eagle3(target), tmp_path / "f", verifier(target))
+    assert "d2t" not in shapes(tmp_path / "f")  # full vocabulary: no mapping, as speculators saves it
+
+
+@pytest.mark.parametrize(
+    "fmt,kwargs,match",
+    [
+        ("sglang", dict(layers="1,1,3"), "more than once"),
+        ("speculators", dict(layers="1,1,3"), "more than once"),
+        ("sglang", dict(norm_before_residual=True), "norm_before_residual"),
+        ("sglang", dict(layers="0,2,3"), "embedding output"),
+    ],
+)
+def test_eagle3_refuses_what_a_format_cannot_carry(tmp_path, fmt, kwargs, match):
+    target = tiny_target()
+    with pytest.raises(DraftsmithError, match=match):
+        eagle3_export.WRITERS[fmt](make_eagle3(target, **kwargs), tmp_path / "x", verifier(target))
+    assert not (tmp_path / "x").exists()
+
+
+def test_eagle3_norm_before_residual_goes_to_speculators_and_back(tmp_path):
+    target = tiny_target()
+    model = make_eagle3(target, norm_before_residual=True)
+    eagle3_export.write_speculators(model, tmp_path / "s", verifier(target))
+    again = load_eagle3(tmp_path / "s", target)
+    assert again.cfg.norm_before_residual is True
+    assert eagle3_drafts(target, again, TINY_PROMPTS[:1]) == eagle3_drafts(target, model, TINY_PROMPTS[:1])
+
+
+def test_eagle3_imports_refuse_what_draftsmith_cannot_run(tmp_path):
+    target = tiny_target()
+    eagle3_export.write_speculators(make_eagle3(target, 48), tmp_path / "s", verifier(target))
+    good = json.loads((tmp_path / "s" / "config.json").read_text())
+
+    def load_with(**change):
+        (tmp_path / "s" / "config.json").write_text(json.dumps(good | change))
+        return load_eagle3(tmp_path / "s", target)
+
+    with pytest.raises(DraftsmithError, match="norm_output"):
+        load_with(norm_output=True)
+    with pytest.raises(DraftsmithError, match="'qwen3' EAGLE-3 layer"):
+        load_with(transformer_layer_config=good["transformer_layer_config"] | {"model_type": "qwen3"})
+    with pytest.raises(DraftsmithError, match="does not fit"):
+        load_with(eagle_aux_hidden_state_layer_ids=[1, 2, 9])
+    with pytest.raises(DraftsmithError, match="'mtp' drafter"):
+        load_with(speculators_model_type="mtp")
+    (tmp_path / "s" / "config.json").write_text(json.dumps(good))
+    weights = load_file(str(tmp_path / "s" / "model.safetensors"))
+    save_file(
+        weights | {"embed_tokens.weight": weights["embed_tokens.weight"] + 1},
+        str(tmp_path / "s" / "model.safetensors"),
+    )
+    with pytest.raises(DraftsmithError, match="embed_tokens.weight is not the target.s own"):
+        load_eagle3(tmp_path / "s", target)
+    save_file({k: v for k, v in weights.items() if k != "d2t"}, str(tmp_path / "s" / "model.safetensors"))
+    with pytest.raises(DraftsmithError, match="no d2t"):
+        load_eagle3(tmp_path / "s", target)
+    # a DFlash export is not an EAGLE-3 drafter, and the other way round
+    export_drafter(make(target), "speculators", tmp_path / "d", verifier(target))
+    with pytest.raises(DraftsmithError, match="'dflash' drafter; method eagle3"):
+        load_eagle3(tmp_path / "d", target)
+    eagle3_export.write_sglang(make_eagle3(target), tmp_path / "g", verifier(target))
+    with pytest.raises(DraftsmithError, match="not a drafter draftsmith can load"):
+        load_drafter(tmp_path / "g", target)
+
+
+def make_mtp_head(arch: str, **opts):
+    import numpy as np
+
+    from draftsmith.drafters.mtp.checkpoint import ready_for
+    from draftsmith.drafters.mtp.recipe import MTPOptions, MTPRecipe
+
+    target = tiny_target(arch)
+    torch.manual_seed(0)
+    data = SimpleNamespace(token_counts=lambda v: np.arange(v))  # token frequencies for a reduced vocab
+    model = MTPRecipe().build(target, MTPOptions(**({"draft_vocab": 0} | opts)), [1], data)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.copy_(1 + 0.3 * torch.randn(p.shape))
+    return target, ready_for(model, target)
+
+
+def test_mtp_speculators_export_is_refused_by_name(tmp_path):
+    """Every draftsmith MTP head reads the target's final-norm state; speculators' MTP reads the last
+    layer's output before the final norm, so no head can be written without drafting differently."""
+    target, model = make_mtp_head("llama", draft_vocab=48)
+    with pytest.raises(DraftsmithError, match="'llama' decoder layer.*reduced draft vocabulary.*final-norm"):
+        mtp_export.write_speculators(model, tmp_path / "m", verifier(target))
+    target, model = make_mtp_head("qwen3")
+    with pytest.raises(DraftsmithError, match=r"speculators format: it reads the target's final-norm state"):
+        mtp_export.write_speculators(model, tmp_path / "m", verifier(target))
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("order", ["eh", "he"])
+def test_mtp_speculators_layout_names_and_shapes(order):
+    target, model = make_mtp_head("qwen3")
+    model.cfg.order = order
+    config, weights = mtp_export.files(model, verifier(target))
+    assert config["speculators_model_type"] == "mtp" and config["num_nextn_predict_layers"] == 1
+    tl = config["transformer_layer_config"]
+    assert tl["model_type"] == "qwen3" and tl["num_hidden_layers"] == 4 and tl["vocab_size"] == VOCAB
+    h, p = 64, "mtp_layers.0."
+    got = {k: tuple(v.shape) for k, v in weights.items()}
+    assert got == {
+        p + "token_layernorm.weight": (h,), p + "hidden_layernorm.weight": (h,),
+        p + "input_proj.weight": (h, 2 * h), p + "final_layernorm.weight": (h,),
+        p + "self_attn.q_proj.weight": (64, h), p + "self_attn.k_proj.weight": (32, h),
+        p + "self_attn.v_proj.weight": (32, h), p + "self_attn.o_proj.weight": (h, 64),
+        p + "self_attn.q_norm.weight": (16,), p + "self_attn.k_norm.weight": (16,),
+        p + "mlp.gate_proj.weight": (128, h), p + "mlp.up_proj.weight": (128, h),
+        p + "mlp.down_proj.weight": (h, 128),
+        p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+    }  # fmt: skip
+    proj = model.eh_proj.weight
+    first = proj[:, :h] if order == "eh" else proj[:, h:]  # the embedding half comes first in theirs
+    assert torch.equal(weights[p + "input_proj.weight"][:, :h], first)
+
+
+def test_export_formats_follow_the_drafters_method(tmp_path, capsys):
+    from draftsmith.cli import main
+
+    target = tiny_target()
+    save_eagle3(make_eagle3(target, 48), tmp_path / "e")
+    assert method_of(tmp_path / "e") == "eagle3"
+    save_drafter(make(target, True), tmp_path / "d")
+    assert method_of(tmp_path / "d") == "dspark"
+    out = ["--out", str(tmp_path / "o")]
+    with patch("draftsmith.cli._load_target", return_value=target):
+        assert main(["export", "--format", "zlab", "--drafter", str(tmp_path / "e"), *out]) == 2
+        assert "format 'zlab' does not fit a eagle3 drafter; its formats: sglang, speculators" in (
+            capsys.readouterr().err
+        )
+        assert main(["export", "--format", "sglang", "--drafter", str(tmp_path / "d"), *out]) == 2
+        assert "its formats: speculators, zlab, deepspec" in capsys.readouterr().err
+        assert main(["export", "--format", "sglang", "--drafter", str(tmp_path / "e"), *out]) == 0
+    assert eagle3_export.detect_format(tmp_path / "o") == "sglang"
+    assert METHOD_FORMATS["mtp"] == ("speculators",) and METHOD_FORMATS["distilled"] == ("hf",)
+
+
+def test_distilled_draft_exports_as_a_plain_hf_directory(tmp_path):
+    from test_distilled import hf_target
+    from transformers import AutoModelForCausalLM
+
+    from draftsmith.cli import cmd_export
+    from draftsmith.drafters.distilled.checkpoint import META, save_draft
+    from draftsmith.drafters.distilled.model import DistilledDraft
+
+    target = hf_target("llama")
+    save_draft(DistilledDraft.from_target(target, 2, "first"), tmp_path / "draft")
+    assert method_of(tmp_path / "draft") == "distilled"
+    args = dict(
+        format="hf",
+        drafter=str(tmp_path / "draft"),
+        out=str(tmp_path / "hf"),
+        verifier_name=None,
+        target=None,
+    )
+    with patch("draftsmith.cli._load_target", return_value=target):
+        assert cmd_export(argparse.Namespace(**args)) == 0
+        with pytest.raises(DraftsmithError, match="its formats: hf"):
+            cmd_export(argparse.Namespace(**(args | {"format": "speculators"})))
+    assert not (tmp_path / "hf" / META).exists() and (tmp_path / "hf" / "tokenizer.json").is_file()
+    lm = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
+    assert lm.config.vocab_size == target.model.config.vocab_size and lm.config.num_hidden_layers == 2
+    with patch("draftsmith.cli._load_target", return_value=hf_target("qwen3")):  # another target
+        with pytest.raises(DraftsmithError, match="distilled from target"):
+            cmd_export(argparse.Namespace(**(args | {"out": str(tmp_path / "x")})))
+
+
+SPECULATORS_EAGLE3_MTP_CHECK = r"""
+import json, sys, torch
+from safetensors.torch import load_file
+from speculators import SpeculatorModelConfig
+from speculators.models import Eagle3DraftModel, Eagle3SpeculatorConfig, MTPDraftModel, MTPSpeculatorConfig
+classes = {"eagle3": (Eagle3SpeculatorConfig, Eagle3DraftModel), "mtp": (MTPSpeculatorConfig, MTPDraftModel)}
+out = {}
+for path in sys.argv[1:]:
+    config = json.load(open(path + "/config.json"))
+    kind = config["speculators_model_type"]
+    config_cls, model_cls = classes[kind]
+    config = config_cls.from_pretrained(path)
+    assert type(SpeculatorModelConfig.from_pretrained(path)) is config_cls
+    config.transformer_layer_config._attn_implementation = "eager"
+    model = model_cls.from_pretrained(path, config=config).eval()
+    state, ours = model.state_dict(), load_file(path + "/model.safetensors")
+    bad = [k for k, v in ours.items() if k not in state or not torch.equal(state[k].to(v.dtype), v)]
+    io, got = load_file(path + "/io.safetensors"), []
+    with torch.no_grad():
+        if kind == "eagle3":  # speculators' own training-time-test forward, its lm_head outputs per step
+            hook = model.lm_head.register_forward_hook(lambda m, i, o: got.append(o[0]))
+            steps = io["logits"].shape[0]
+            docs = torch.zeros_like(io["ids"])
+            model(hidden_states=io["feats"], input_ids=io["ids"], document_ids=docs, ttt_steps=steps)
+            hook.remove()
+        else:  # its teacher-forced chain (step k reads step k-1's output) over the same input state
+            got = [x[0] for x in model(input_ids=io["ids"], hidden_states=io["hidden"])[0]]
+    err = max(float((g - w).abs().max()) for g, w in zip(got, io["logits"]))
+    out[path] = dict(kind=kind, bad=bad, steps=len(got), err=err, missing=sorted(set(state) - set(ours)),
+                     residual=getattr(config, "norm_before_residual", None))
+print(json.dumps(out))
+"""
+
+
+def eagle3_ttt_logits(model: Eagle3Model, steps: int = 3) -> dict[str, torch.Tensor]:
+    """Our logits for speculators' training-time-test layout: step s at position i reads the token
+    s after i and step s-1's state there, attends the causal context and its own earlier steps."""
+    g = torch.Generator().manual_seed(5)
+    n, k = 10, len(model.cfg.target_layers) * model.cfg.target_hidden_size
+    feats, ids = torch.randn(1, n, k, generator=g), torch.randint(3, VOCAB, (1, n), generator=g)
+    pos, mask = torch.arange(n)[None], torch.ones(n, n, dtype=torch.bool).tril()[None]
+    with torch.no_grad():
+        hidden, ck, cv = model.context(ids, model.fuse(feats), pos)
+        logits, ks, vs = [model.logits(hidden)], [], []
+        for s in range(1, steps):
+            tok = torch.cat([ids[:, s:], ids.new_zeros(1, s)], 1)
+            chain_k, chain_v = (torch.stack(ks, 3), torch.stack(vs, 3)) if ks else (None, None)
+            hidden, kj, vj = model.chain(tok, hidden, pos + s, ck, cv, mask, chain_k, chain_v)
+            ks.append(kj)
+            vs.append(vj)
+            logits.append(model.logits(hidden))
+    return {"feats": feats, "ids": ids, "logits": torch.cat(logits)}
+
+
+def mtp_chain_logits(model, steps: int = 3) -> dict[str, torch.Tensor]:
+    """Our block over speculators' teacher-forced MTP layout: fresh causal attention per step."""
+    from draftsmith.drafters.mtp.model import ContextKV
+
+    g = torch.Generator().manual_seed(6)
+    n, h = 12, model.cfg.hidden_size
+    hidden, ids = torch.randn(1, n, h, generator=g), torch.randint(3, VOCAB, (1, n), generator=g)
+    valid = n - steps - 1
+    mask = torch.ones(valid, valid, dtype=torch.bool).tril()[None]
+    state, logits = hidden[:, :valid], []
+    with torch.no_grad():
+        for s in range(steps):
+            raw = model.block(
+                state, ids[:, s + 1 : s + 1 + valid], torch.arange(valid)[None], ContextKV(n), mask
+            )
+            step_logits, state = model.readout(raw)
+            logits.append(step_logits)
+    return {"hidden": hidden, "ids": ids, "logits": torch.cat(logits)}
+
+
+@pytest.mark.skipif(
+    not SPEC_PY.is_file(), reason="no .venv-speculators (setup.sh creates it): speculators 0.9.0 absent"
+)
+def test_speculators_own_eagle3_and_mtp_classes_compute_our_logits(tmp_path):
+    target = tiny_target()
+    target.model.save_pretrained(tmp_path / "verifier")
+    v = verifier_of(target, str(tmp_path / "verifier"))
+    cases = {"e3": make_eagle3(target, 48), "e3r": make_eagle3(target, norm_before_residual=True)}
+    for name, model in cases.items():
+        eagle3_export.write_speculators(model, tmp_path / name, v)
+        save_file(eagle3_ttt_logits(model), str(tmp_path / name / "io.safetensors"))
+    qwen, head = make_mtp_head("qwen3")
+    qwen.model.save_pretrained(tmp_path / "qwen")
+    mtp_dir = common_write(
+        tmp_path / "mtp", *mtp_export.files(head, verifier_of(qwen, str(tmp_path / "qwen")))
+    )
+    save_file(mtp_chain_logits(head), str(mtp_dir / "io.safetensors"))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", OMP_NUM_THREADS="1")
+    dirs = [str(tmp_path / n) for n in (*cases, "mtp")]
+    run = subprocess.run(
+        [str(SPEC_PY), "-c", SPECULATORS_EAGLE3_MTP_CHECK, *dirs],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.strip().splitlines()[-1])
+    for d in dirs:
+        r = got[d]
+        assert r["bad"] == [] and r["steps"] == 3, r
+        assert r["err"] < 1e-4, r  # speculators' own modules compute our logits at every chain step
+    assert got[dirs[1]]["residual"] is True and got[dirs[0]]["residual"] is False
+    assert set(got[dirs[0]]["missing"]) <= {"verifier_lm_head.weight", "verifier_norm.weight"}
+    assert set(got[dirs[2]]["missing"]) <= {"embed_tokens.weight", "lm_head.weight"}
+
+
+def common_write(out: Path, config: dict, weights: dict) -> Path:
+    from draftsmith.export.common import write_dir
+
+    return write_dir(out, config, weights)

@@ -3,6 +3,10 @@
 One module per format (speculators, zlab, deepspec), each with `detect(config)`, `write(model, out,
 verifier)` and `read(path, config, target)`. `load_drafter` calls `detect_format` first, so
 `--drafter EXPORTED_DIR` decodes in draftsmith's engine with no conversion step.
+
+The other trained methods have their own modules (eagle3.py: SGLang and speculators, imported back
+by the EAGLE-3 loader; mtp.py: speculators; hf.py: the distilled draft); methods.py maps a drafter
+directory to its method and that method's formats for `draftsmith export`.
 """
 
 from __future__ import annotations

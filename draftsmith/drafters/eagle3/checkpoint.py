@@ -38,6 +38,22 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
     path = Path(directory)
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
+    from draftsmith.export.eagle3 import detect_format, import_drafter  # late: export imports this package
+
+    foreign = detect_format(path)  # an SGLang / speculators export: converted exactly, or refused
+    model = import_drafter(path, foreign, target) if foreign else _load_own(path, target)
+    if target is not None:
+        p = next(target.model.parameters())
+        model.to(device=p.device, dtype=dtype or p.dtype)
+        model.attach_target(target.model.get_input_embeddings().weight)
+    else:
+        model.refresh_vocab()
+    model.eval().requires_grad_(False)
+    return model
+
+
+def _load_own(path: Path, target) -> Eagle3Model:
+    """A drafter saved by save_drafter (config.json format draftsmith-eagle3/1)."""
     cfg = Eagle3Config.load(path)
     if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
         raise DraftsmithError(
@@ -55,11 +71,4 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
         raise DraftsmithError(f"{path} does not match its config: {e}") from e
     if missing or unexpected:
         raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
-    if target is not None:
-        p = next(target.model.parameters())
-        model.to(device=p.device, dtype=dtype or p.dtype)
-        model.attach_target(target.model.get_input_embeddings().weight)
-    else:
-        model.refresh_vocab()
-    model.eval().requires_grad_(False)
     return model
