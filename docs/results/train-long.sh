@@ -2,7 +2,7 @@
 # Long runs for the shipped drafters: DSpark then DFlash at the same budget.
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-data}
-STEPS=${STEPS:-2000}  # the shipped runs: STEPS=2000 (DFlash stopped at its step-900 checkpoint)
+STEPS=${STEPS:-2000}  # the shipped runs: STEPS=2000 (DFlash with EXTRA="--ce-weight 0.1": its run predates the 0.5 default; the weight is unused by DFlash)
 EXTRA=${EXTRA:-}
 COMMON="--cache $D/cache --held-out-cache $D/cache-ho --held-out 64 --steps $STEPS --batch 8 --anchors 64 --lr 1e-3 --schedule wsd --decay 0.2 --eval-every 300 --save-every 300 --bf16 --save-dtype float16 --dtype bfloat16 --fixed-rows 0 $EXTRA"
 for m in ${METHODS:-dspark dflash}; do
