@@ -376,23 +376,19 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     """Teacher-forced accepted length of a trained drafter on prompt/answer pairs: no decoding, so
     it isolates what the drafter learned from how a machine verifies it."""
-    import torch
-
-    from draftsmith.drafters.dflash.drafter import shipped_drafter
-    from draftsmith.drafters.registry import METHODS
+    from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.training.cache import OnlineData
-    from draftsmith.training.recipe import make_options, recipe_for
+    from draftsmith.training.recipe import recipe_for
 
-    if not Path(args.answers).is_file():  # before the slow model load
+    recipe = recipe_for(args.method)  # before the slow model load, like the file check
+    if not Path(args.answers).is_file():
         raise DraftsmithError(f"answers file not found: {args.answers}")
     target = _load_target(args)
-    source = args.drafter or shipped_drafter(args.method, target)
-    model = METHODS[args.method].load_model(target, source, dtype=torch.float32)
-    recipe = recipe_for(args.method)
-    recipe.attach(model, target)  # fp32 copies of the target's embedding/head, whatever its dtype
-    data = OnlineData(target, args.answers, model.cfg.target_layers, args.max_len)
-    opts = make_options(recipe, {"anchors": args.anchors, "block_size": model.cfg.block_size})
-    taus = recipe.evaluate(model, list(data), opts)
+    model = recipe.load(target, args.drafter)
+    layers = recipe.score_layers(model) or default_target_layers(target.runner.num_layers)
+    data = OnlineData(target, args.answers, layers, args.max_len)
+    taus = recipe.evaluate(model, list(data), recipe.score_options(model, args.anchors))
+    source = args.drafter or "(the method's default drafter)"
     print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))
     return 0
 
@@ -651,7 +647,7 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("score", help="teacher-forced accepted length of a drafter on prompt/answer pairs")
-    p.add_argument("--method", choices=["dflash", "dspark"], default="dspark")
+    p.add_argument("--method", default="dspark", help="any trainable method (see `draftsmith methods`)")
     p.add_argument("--drafter", default=None, help="a trained drafter directory (default: the shipped one)")
     p.add_argument("--answers", required=True, help="JSONL of prompt/answer rows (`data regenerate` output)")
     p.add_argument("--anchors", type=int, default=32, help="anchored blocks per sequence (fixed seed)")

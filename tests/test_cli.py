@@ -158,3 +158,20 @@ def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path)
     assert 1.0 <= result["tau_k3"] <= min(4.0, result["tau"])
     code, _, err = run(capsys, "score", "--answers", str(tmp_path / "none.jsonl"))
     assert code == 2 and "not found" in err
+    code, _, err = run(capsys, "score", "--method", "ngram", "--answers", str(answers))
+    assert code == 2 and "not trained" in err
+    # a bf16 target: the drafter still scores in fp32 with fp32 copies of the target's tensors
+    code, out, err = run(
+        capsys,
+        "score",
+        "--method",
+        "dflash",
+        "--answers",
+        str(answers),
+        "--anchors",
+        "8",
+        "--dtype",
+        "bfloat16",
+    )
+    assert code == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["tau"] >= 1.0

@@ -332,6 +332,15 @@ def test_generic_trainer_trains_saves_reloads_and_resumes_exactly(tmp_path, arch
     assert model.cfg.target_layers == [1, 2, 2] and model.cfg.draft_vocab_size == 48  # vLLM [1, 2, 2]
     for k, v in model.state_dict().items():
         torch.testing.assert_close(v, a["model"][k], msg=k)
+    # `draftsmith score`'s path: the recipe loads the saved drafter and reproduces the held-out tau
+    from draftsmith.training.recipe import recipe_for
+
+    recipe = recipe_for("eagle3")
+    scored = recipe.load(target, str(tmp_path / "straight"))
+    assert recipe.score_layers(scored) == [1, 2, 2]  # what `score` computes; here: the cache's columns
+    scored.source_layers = list(cache.layers)
+    taus = recipe.evaluate(scored, [cache[6], cache[7]], recipe.score_options(scored, 6))
+    assert taus["tau"] == pytest.approx(log[5]["held_out_tau"])
     drafter = Eagle3Drafter.build(target, drafter=str(tmp_path / "straight"))
     assert drafter.default_k == 3
     plain = speculative_generate(target.runner, PlainDrafter(), prompt(3), StopRule(30))

@@ -56,6 +56,26 @@ class Recipe:
         """Write the drafter directory that `--method METHOD --drafter out` loads."""
         raise NotImplementedError
 
+    def load(self, target, source=None) -> nn.Module:
+        """A trained drafter (a directory; None: what the method finds by itself, e.g. the shipped
+        one) in fp32 with fp32 target tensors, for held-out scoring (`draftsmith score`)."""
+        from draftsmith.drafters.registry import METHODS
+
+        model = METHODS[self.method].load_model(target, source)
+        model = model.float()
+        self.attach(model, target)
+        return model.eval()
+
+    def score_layers(self, model: nn.Module) -> list[int] | None:
+        """The target layers scoring data must hold for `model` (None: the cache default)."""
+        return list(getattr(model.cfg, "target_layers", None) or []) or None
+
+    def score_options(self, model: nn.Module, anchors: int) -> Any:
+        """Options for evaluate(): `anchors` per sequence and the model's own draft depth."""
+        names = {f.name for f in dataclasses.fields(self.options)}
+        values = {"anchors": anchors, "block_size": getattr(model.cfg, "block_size", None)}
+        return self.options(**{k: v for k, v in values.items() if k in names and v is not None})
+
 
 def recipe_for(method: str) -> Recipe:
     """The recipe of a registered method; a clear error for methods that are not trained."""

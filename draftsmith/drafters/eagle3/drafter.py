@@ -39,14 +39,18 @@ class Eagle3Drafter(Drafter):
         self.last: torch.Tensor | None = None
 
     @classmethod
-    def build(cls, target, drafter=None, k: int | None = None, **_) -> Eagle3Drafter:
+    def load_model(cls, target, drafter=None) -> Eagle3Model:
+        """A loaded model or a trained directory (own format, or an SGLang / speculators export)."""
         if not drafter:
             raise DraftsmithError(
                 "method 'eagle3' needs --drafter DIR (a trained EAGLE-3 drafter; none ships with "
                 "draftsmith yet): train one with `draftsmith train --method eagle3`"
             )
-        model = drafter if isinstance(drafter, Eagle3Model) else load_drafter(drafter, target)
-        return cls(model, target.runner.vocab_size, k)
+        return drafter if isinstance(drafter, Eagle3Model) else load_drafter(drafter, target)
+
+    @classmethod
+    def build(cls, target, drafter=None, k: int | None = None, **_) -> Eagle3Drafter:
+        return cls(cls.load_model(target, drafter), target.runner.vocab_size, k)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight
