@@ -124,3 +124,14 @@ def sample_logits(
             probs = _top_p(torch.softmax(vals.float() / params.temperature, dim=-1), params.top_p)
             return idx.gather(-1, torch.multinomial(probs, 1, generator=generator)).squeeze(-1)
     return sample(target_probs(logits, params), generator)
+
+
+def draft_choice(
+    logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A drafter's pick from its logits and the distribution it was drawn from (None when greedy):
+    speculative sampling needs the draft distribution to stay exact."""
+    if params.greedy:
+        return logits.argmax(-1), None
+    q = target_probs(logits, params)
+    return sample(q, generator), q

@@ -7,10 +7,10 @@ target is refused instead of silently giving tau ~ 1.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from draftsmith.drafters.checkpoint import read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-dflash/1"
@@ -72,21 +72,8 @@ class DFlashConfig:
         return self.markov_rank > 0
 
     def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
-        path = Path(directory) / ("config.json" + tmp_suffix)
-        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
+        write_config(directory, FORMAT, asdict(self), tmp_suffix)
 
     @classmethod
     def load(cls, directory: str | Path) -> DFlashConfig:
-        path = Path(directory) / "config.json"
-        if not path.is_file():
-            raise DraftsmithError(f"no drafter config at {path}")
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as e:
-            raise DraftsmithError(f"{path} is not valid JSON: {e}") from e
-        if data.pop("format", None) != FORMAT:
-            raise DraftsmithError(f"{directory} is not a draftsmith DFlash/DSpark drafter (format {FORMAT})")
-        try:
-            return cls(**data)
-        except TypeError as e:
-            raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
+        return read_config(directory, FORMAT, "DFlash/DSpark", cls)

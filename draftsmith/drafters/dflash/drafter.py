@@ -18,7 +18,7 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter, target_fingerpri
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
-from draftsmith.engine.sampling import SamplingParams, sample, target_probs
+from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
@@ -99,12 +99,6 @@ class DFlashDrafter(Drafter):
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
         self._append(hidden)
 
-    def _choose(self, logits: torch.Tensor, params: SamplingParams, generator):
-        if params.greedy:
-            return logits.argmax(-1), None
-        q = target_probs(logits, params)
-        return sample(q, generator), q
-
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         m, cfg = self.model, self.cfg
@@ -136,7 +130,7 @@ class DFlashDrafter(Drafter):
                 survive *= c
                 if s > 0 and survive < self.threshold:
                     break
-            idx, q = self._choose(logits, params, generator)
+            idx, q = draft_choice(logits, params, generator)
             chosen.append(idx)
             if q is not None:
                 dists.append(q)

@@ -9,10 +9,10 @@ The target name and fingerprint make loading against another target a clear erro
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from draftsmith.drafters.checkpoint import read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-eagle3/1"
@@ -85,21 +85,8 @@ class Eagle3Config:
         return self.draft_vocab_size or self.target_vocab_size
 
     def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
-        path = Path(directory) / ("config.json" + tmp_suffix)
-        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
+        write_config(directory, FORMAT, asdict(self), tmp_suffix)
 
     @classmethod
     def load(cls, directory: str | Path) -> Eagle3Config:
-        path = Path(directory) / "config.json"
-        if not path.is_file():
-            raise DraftsmithError(f"no drafter config at {path}")
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as e:
-            raise DraftsmithError(f"{path} is not valid JSON: {e}") from e
-        if data.pop("format", None) != FORMAT:
-            raise DraftsmithError(f"{directory} is not a draftsmith EAGLE-3 drafter (format {FORMAT})")
-        try:
-            return cls(**data)
-        except TypeError as e:
-            raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
+        return read_config(directory, FORMAT, "EAGLE-3", cls)

@@ -16,7 +16,7 @@ from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.eagle3.checkpoint import load_drafter
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.recipe import Eagle3Recipe
-from draftsmith.engine.sampling import SamplingParams, sample, target_probs
+from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 
@@ -81,12 +81,6 @@ class Eagle3Drafter(Drafter):
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
         self._append(tokens, hidden)
 
-    def _choose(self, logits: torch.Tensor, params: SamplingParams, generator):
-        if params.greedy:
-            return logits.argmax(-1), None
-        q = target_probs(logits, params)
-        return sample(q, generator), q
-
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         m = self.model
@@ -106,7 +100,7 @@ class Eagle3Drafter(Drafter):
                 hidden, kj, vj = m.chain(tok, hidden, pos, ctx_k, ctx_v, None, chain_k, chain_v)
                 ks.append(kj)
                 vs.append(vj)
-            idx, q = self._choose(m.logits(hidden)[0, 0].float(), params, generator)
+            idx, q = draft_choice(m.logits(hidden)[0, 0].float(), params, generator)
             chosen.append(idx)
             if q is not None:
                 dists.append(q)

@@ -8,10 +8,10 @@ target it belongs to is recorded (name + fingerprint): loading it against anothe
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from draftsmith.drafters.checkpoint import read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-mtp/1"
@@ -54,21 +54,8 @@ class MTPConfig:
             )
 
     def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
-        path = Path(directory) / ("config.json" + tmp_suffix)
-        path.write_text(json.dumps({"format": FORMAT, **asdict(self)}, indent=1))
+        write_config(directory, FORMAT, asdict(self), tmp_suffix)
 
     @classmethod
     def load(cls, directory: str | Path) -> MTPConfig:
-        path = Path(directory) / "config.json"
-        if not path.is_file():
-            raise DraftsmithError(f"no drafter config at {path}")
-        try:
-            data = json.loads(path.read_text())
-        except ValueError as e:
-            raise DraftsmithError(f"{path} is not valid JSON: {e}") from e
-        if data.pop("format", None) != FORMAT:
-            raise DraftsmithError(f"{directory} is not a draftsmith MTP drafter (format {FORMAT})")
-        try:
-            return cls(**data)
-        except TypeError as e:
-            raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
+        return read_config(directory, FORMAT, "MTP", cls)

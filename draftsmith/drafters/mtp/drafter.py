@@ -18,7 +18,7 @@ from draftsmith.drafters.mtp.model import ContextKV, MTPModel
 from draftsmith.drafters.mtp.recipe import MTPRecipe
 from draftsmith.drafters.mtp.shipped import load_shipped
 from draftsmith.engine.runner import FINAL
-from draftsmith.engine.sampling import SamplingParams, sample, target_probs
+from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 
@@ -89,12 +89,6 @@ class MTPDrafter(Drafter):
         self.last = raw[:, -1:]
         self.n_ctx += n
 
-    def _choose(self, logits: torch.Tensor, params: SamplingParams, generator):
-        if params.greedy:
-            return logits.argmax(-1), None
-        q = target_probs(logits, params)
-        return sample(q, generator), q
-
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         n = int(tokens.shape[0])
@@ -106,7 +100,7 @@ class MTPDrafter(Drafter):
         raw, chosen, dists = self.last, [], []
         for s in range(k):
             logits, state = m.readout(raw)
-            idx, q = self._choose(logits[0, -1].float(), params, generator)
+            idx, q = draft_choice(logits[0, -1].float(), params, generator)
             chosen.append(idx)
             if q is not None:
                 dists.append(q)
