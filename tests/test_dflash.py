@@ -6,8 +6,9 @@ import pytest
 import torch
 from conftest import VOCAB, tiny_target
 
+from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash import training
-from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter, target_fingerprint
+from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
 from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.dflash.model import DFlashModel

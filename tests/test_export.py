@@ -17,7 +17,8 @@ import torch
 from conftest import VOCAB, tiny_target
 from safetensors.torch import load_file, save_file
 
-from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter, target_fingerprint
+from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.drafter import PRETRAINED, DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.dflash.model import DFlashModel

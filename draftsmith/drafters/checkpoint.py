@@ -8,6 +8,9 @@ import json
 from pathlib import Path
 from typing import TypeVar
 
+import torch
+from safetensors.torch import load_file
+
 from draftsmith.errors import DraftsmithError
 
 T = TypeVar("T")
@@ -42,3 +45,31 @@ def read_config(directory: str | Path, fmt: str, kind: str, cls: type[T]) -> T:
         return cls(**data)
     except TypeError as e:
         raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
+
+
+def check_target(cfg, path: str | Path, target, what: str = "drafter") -> None:
+    """Refuse a checkpoint trained for another target: its drafts would be noise, or shapes clash."""
+    if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
+        raise DraftsmithError(
+            f"{what} {path} was trained for target {cfg.target_name!r} "
+            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
+        )
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
+    """path/model.safetensors into `model`, every tensor accounted for; a reduced draft vocabulary
+    (d2t) resizes its buffer first. A corrupt or mismatched file is a clear error."""
+    file = Path(path) / "model.safetensors"
+    try:
+        state = load_file(str(file))
+    except Exception as e:  # safetensors raises its own error type for a missing or corrupt file
+        raise DraftsmithError(f"could not read {file}: {e}") from e
+    if "d2t" in state and hasattr(model, "d2t"):
+        model.d2t = torch.empty_like(state["d2t"])
+    try:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    except RuntimeError as e:  # shapes that disagree with config.json
+        raise DraftsmithError(f"{path} does not match its config: {e}") from e
+    if missing or unexpected:
+        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
+    return model

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import check_target, load_weights
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.errors import DraftsmithError
@@ -55,19 +55,5 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
 def _load_own(path: Path, target) -> DFlashModel:
     """A drafter saved by save_drafter: config.json (format draftsmith-dflash/1) + model.safetensors."""
     cfg = DFlashConfig.load(path)
-    if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
-        raise DraftsmithError(
-            f"drafter {path} was trained for target {cfg.target_name!r} "
-            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
-        )
-    model = DFlashModel(cfg)
-    try:
-        state = load_file(str(path / "model.safetensors"))
-    except Exception as e:  # safetensors raises its own error type for a corrupt file
-        raise DraftsmithError(f"could not read {path / 'model.safetensors'}: {e}") from e
-    if "d2t" in state:  # a reduced vocabulary changes the buffer's size
-        model.d2t = torch.empty_like(state["d2t"])
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
-    return model
+    check_target(cfg, path, target)
+    return load_weights(DFlashModel(cfg), path)

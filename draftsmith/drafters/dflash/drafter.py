@@ -14,7 +14,8 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.drafters.dflash.checkpoint import load_drafter, target_fingerprint
+from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe

@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import check_target, load_weights
 from draftsmith.drafters.eagle3.config import Eagle3Config
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.errors import DraftsmithError
@@ -55,20 +55,5 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
 def _load_own(path: Path, target) -> Eagle3Model:
     """A drafter saved by save_drafter (config.json format draftsmith-eagle3/1)."""
     cfg = Eagle3Config.load(path)
-    if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
-        raise DraftsmithError(
-            f"drafter {path} was trained for target {cfg.target_name!r} "
-            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
-        )
-    model = Eagle3Model(cfg)
-    try:
-        state = load_file(str(path / "model.safetensors"))
-    except Exception as e:  # safetensors raises its own error type for a corrupt file
-        raise DraftsmithError(f"could not read {path / 'model.safetensors'}: {e}") from e
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as e:  # shapes that disagree with config.json
-        raise DraftsmithError(f"{path} does not match its config: {e}") from e
-    if missing or unexpected:
-        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
-    return model
+    check_target(cfg, path, target)
+    return load_weights(Eagle3Model(cfg), path)

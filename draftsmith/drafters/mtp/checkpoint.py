@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
-from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import check_target, load_weights
 from draftsmith.drafters.mtp.config import MTPConfig
 from draftsmith.drafters.mtp.model import MTPModel, target_classes
 from draftsmith.errors import DraftsmithError
@@ -48,19 +48,6 @@ def load_mtp(directory: str | Path, target, dtype: torch.dtype | None = None) ->
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
     cfg = MTPConfig.load(path)
-    if cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):
-        raise DraftsmithError(
-            f"MTP drafter {path} was trained for target {cfg.target_name!r} "
-            f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
-        )
-    model = MTPModel(cfg, target_classes(target.model))
-    try:
-        state = load_file(str(path / "model.safetensors"))
-    except Exception as e:  # safetensors raises its own error type for a missing or corrupt file
-        raise DraftsmithError(f"could not read {path / 'model.safetensors'}: {e}") from e
-    if "d2t" in state:  # a reduced vocabulary changes the buffer's size
-        model.d2t = torch.empty_like(state["d2t"])
-    missing, unexpected = model.load_state_dict(state, strict=False)
-    if missing or unexpected:
-        raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
+    check_target(cfg, path, target, "MTP drafter")
+    model = load_weights(MTPModel(cfg, target_classes(target.model)), path)
     return ready_for(model, target, dtype)
