@@ -485,11 +485,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS] or ([] if methods else [args.method])
     if unknown:
         raise DraftsmithError(f"unknown method {unknown[0]!r}; choose one of: {', '.join(METHODS)}")
-    if args.max_batch != 1:
-        raise DraftsmithError(
-            f"--max-batch {args.max_batch}: this engine decodes one request at a time (max-batch 1); "
-            "batched decoding comes with the batched engine (issue 9)"
-        )
+    if args.max_batch < 1:
+        raise DraftsmithError(f"--max-batch must be >= 1, got {args.max_batch}")
+    if args.max_len < 2:
+        raise DraftsmithError(f"--max-len must be >= 2, got {args.max_len}")
     if args.max_queue < 1:
         raise DraftsmithError(f"--max-queue must be >= 1, got {args.max_queue}")
     if not 0 < args.port < 65536:
@@ -503,6 +502,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         methods,
         options,
         max_batch=args.max_batch,
+        max_len=args.max_len,
         max_queue=args.max_queue,
         schedule=args.schedule,
         k=args.k,
@@ -709,14 +709,25 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--max-batch", type=int, default=1, help="requests decoded at once (this engine: 1)")
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=1,
+        help="requests decoded together (continuous batching; > 1 needs a Llama-family target in "
+        "float32 on CPU); 1 = one request at a time, any target and dtype",
+    )
+    p.add_argument(
+        "--max-len", type=int, default=2048, help="batched: tokens per request (prompt + completion)"
+    )
     p.add_argument("--max-queue", type=int, default=64, help="waiting requests before the server answers 429")
     p.add_argument(
         "--schedule",
-        choices=["fixed", "history"],
+        choices=["fixed", "history", "confidence"],
         default="history",
-        help="draft length: the drafter's k every round (fixed) or the cost-aware length learnt from "
-        "acceptance history (history, default)",
+        help="draft tokens verified per step: the drafter's k (fixed), the length that pays on this "
+        "machine's measured step costs given the acceptance so far (history, default), or given "
+        "DSpark's confidence head for each request (confidence; --max-batch > 1; other drafters "
+        "fall back to history)",
     )
     _add_target_args(p)
     _add_method_args(p)

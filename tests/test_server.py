@@ -17,6 +17,7 @@ from conftest import tiny_target
 from draftsmith.api import generate
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.serving.app import create_app
+from draftsmith.serving.batch_worker import BatchEngine
 from draftsmith.serving.prompts import PromptEncoder
 from draftsmith.serving.server import BackgroundServer, build_app
 from draftsmith.serving.worker import SerialEngine
@@ -43,9 +44,16 @@ def openai_client(url: str) -> openai.OpenAI:
     )
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    app = build_app(tiny_target(), ["plain", "ngram"], max_queue=64)
+ENGINES = {
+    "serial": dict(max_batch=1),  # one request at a time, any backend
+    # continuous batching, confidence-scheduled, with a cost table that makes the scheduler cut drafts
+    "batched": dict(max_batch=4, schedule="confidence", cost=lambda b, rows: 1.0 + 0.05 * b * rows),
+}
+
+
+@pytest.fixture(scope="module", params=list(ENGINES))
+def server(request) -> Iterator[str]:
+    app = build_app(tiny_target(), ["plain", "ngram"], max_queue=64, **ENGINES[request.param])
     with BackgroundServer(app) as url:
         assert url.startswith("http://127.0.0.1:")
         yield url
@@ -91,13 +99,12 @@ def test_models_and_health(client, http):
     health = http.get("/health")
     assert health.status_code == 200
     body = health.json()
-    assert (body["status"], body["model"], body["methods"], body["max_batch"]) == (
-        "ok",
-        MODEL,
-        ["plain", "ngram"],
-        1,
+    assert (body["status"], body["model"], body["methods"]) == ("ok", MODEL, ["plain", "ngram"])
+    assert (
+        body["max_batch"] in (1, 4)
+        and body["queue_depth"] >= 0
+        and 0 <= body["batch_size"] <= body["max_batch"]
     )
-    assert body["queue_depth"] >= 0 and body["batch_size"] in (0, 1)
 
 
 @pytest.mark.parametrize("model", [MODEL, f"{MODEL}:ngram"])
@@ -269,12 +276,15 @@ class SlowDrafter(PlainDrafter):
         time.sleep(0.025)
 
 
-@pytest.fixture(scope="module")
-def faulty() -> Iterator[tuple[str, SerialEngine, GateDrafter]]:
+@pytest.fixture(scope="module", params=list(ENGINES))
+def faulty(request) -> Iterator[tuple[str, SerialEngine, GateDrafter]]:
     target = tiny_target()
     gate = GateDrafter()
     drafters = {"plain": PlainDrafter(), "gate": gate, "broken": BrokenDrafter(), "slow": SlowDrafter()}
-    engine = SerialEngine(target, drafters, max_queue=1)
+    if request.param == "serial":
+        engine = SerialEngine(target, drafters, max_queue=1)
+    else:  # the gate holds the engine thread in its prefill, so the queue fills the same way
+        engine = BatchEngine(target, drafters, max_batch=2, max_queue=1, schedule="fixed")
     with BackgroundServer(create_app(engine, PromptEncoder(target), MODEL)) as url:
         yield url, engine, gate
     gate.gate.set()
@@ -381,7 +391,7 @@ def test_metrics_report_requests_tokens_and_acceptance(client, http):
     assert samples['draftsmith_requests_total{outcome="invalid"}'] >= 1
     assert samples["draftsmith_completion_tokens_total"] >= MAX_TOKENS
     assert samples["draftsmith_prompt_tokens_total"] >= 8
-    assert samples["draftsmith_queue_depth"] == 0 and samples["draftsmith_max_batch_size"] == 1
+    assert samples["draftsmith_queue_depth"] == 0 and samples["draftsmith_max_batch_size"] in (1, 4)
     assert samples['draftsmith_tau{method="ngram"}'] >= 1.0
     assert samples['draftsmith_tau{method="plain"}'] == 1.0
     assert samples['draftsmith_drafted_tokens_total{method="ngram"}'] >= 1
@@ -399,7 +409,8 @@ def test_metrics_report_requests_tokens_and_acceptance(client, http):
     "argv, message",
     [
         (["serve", "--method", "medusa"], "unknown method"),
-        (["serve", "--max-batch", "4"], "max-batch"),
+        (["serve", "--max-batch", "0"], "max-batch"),
+        (["serve", "--max-len", "1"], "max-len"),
         (["serve", "--max-queue", "0"], "max-queue"),
         (["loadtest", "--concurrency", "1,zero"], "concurrency"),
         (["loadtest", "--requests", "0"], "requests"),

@@ -8,6 +8,7 @@ it those hidden states for every position the target has committed, at no extra 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -46,6 +47,14 @@ class Drafter:
     def build(cls, target: Target, **options: object) -> Drafter:
         """Construct from CLI/API options; unknown options are ignored so one flag set serves all."""
         return cls()
+
+    def fork(self) -> Drafter:
+        """A drafter for one more concurrent request: same weights, its own per-request state.
+
+        Per-request state is (re)built by `start`, so a shallow copy is enough for most drafters;
+        one that owns a cache outside `start` (a draft model's runner) overrides this.
+        """
+        return copy.copy(self)
 
     def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
         """A new sequence of at most max_len tokens. hidden: target states for prompt[:-1]."""

@@ -49,6 +49,11 @@ class DraftModelDrafter(Drafter):
             check_same_tokenizer(target.tokenizer, tok, name)
         return cls(model, target.runner.vocab_size, k=4 if k is None else k)
 
+    def fork(self) -> DraftModelDrafter:
+        other = super().fork()
+        other.runner = self.runner.fork()  # same draft weights, a KV cache per request
+        return other
+
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         self.runner.reset(min(max_len, self.runner.max_context))
 

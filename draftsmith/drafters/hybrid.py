@@ -47,6 +47,11 @@ class HybridDrafter(Drafter):
         learned = DSparkDrafter.build(target, drafter=drafter, confidence_threshold=confidence_threshold)
         return cls(learned, min_match=max(3, ngram_min), max_match=ngram_max)
 
+    def fork(self) -> HybridDrafter:
+        other = super().fork()
+        other.learned = self.learned.fork()  # the lookup is stateless and shared
+        return other
+
     def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
         self.learned.start(prompt, hidden, max_len)
 

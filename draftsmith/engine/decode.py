@@ -57,6 +57,50 @@ class StopRule:
 
 
 @dataclass
+class Progress:
+    """A request's committed output and why it ended. Every round's tokens go through `commit`,
+    in single-request and batched decoding alike, so both stop at the same token."""
+
+    stop: StopRule
+    new: list[int] = field(default_factory=list)
+    checked: int = 0
+    finish: str | None = None  # None while running; "eos" | "stop" (set here), "length" | "context"
+
+    def commit(self, round_tokens: list[int]) -> tuple[list[int], int]:
+        """Append one round's verified tokens; return (the tokens to emit, tokens the round
+        produced: up to and including an EOS, which is what tau counts)."""
+        eos_at = next((i for i, t in enumerate(round_tokens) if t in self.stop.eos_ids), None)
+        produced = len(round_tokens) if eos_at is None else eos_at + 1
+        if eos_at is not None:
+            round_tokens = round_tokens[:eos_at]
+            self.finish = "eos"
+        self.new.extend(round_tokens)
+        cut = self.stop.stop_string_cut(self.new, self.checked)
+        self.checked = len(self.new)
+        if cut is not None:
+            round_tokens = round_tokens[: len(round_tokens) - (len(self.new) - cut)]
+            del self.new[cut:]
+            self.finish = "stop"
+        return round_tokens, produced
+
+    def room(self, n_ctx: int, max_context: int) -> int:
+        """Tokens this request may still add; at 0 it ends ("length" or "context")."""
+        room = min(self.stop.max_new_tokens - len(self.new), max_context - n_ctx)
+        if room <= 0 and self.finish is None:
+            self.finish = "context" if len(self.new) < self.stop.max_new_tokens else "length"
+        return room
+
+
+def record_confidences(stats: GenerationStats, drafter: Drafter, n_drafted: int, n_acc: int) -> None:
+    """Log (position, confidence, accepted) for drafters with a confidence head; slot i is judged
+    only if every slot before it passed."""
+    confidences = getattr(drafter, "confidences", None)
+    if confidences and n_drafted:
+        for i in range(min(n_acc + 1, n_drafted, len(confidences))):
+            stats.confidence.append((i, confidences[i], i < n_acc))
+
+
+@dataclass
 class GenerationResult:
     tokens: list[int]
     finish_reason: str  # "eos" | "length" | "stop" | "context"
@@ -112,14 +156,11 @@ def speculative_generate(
     stats.prefill_s = now(device) - t_start
 
     tokens = ids
-    new: list[int] = []
-    finish = "length"
-    checked = 0
+    progress = Progress(stop)
     while True:
         n_ctx = int(tokens.shape[0])
-        room = min(stop.max_new_tokens - len(new), runner.max_context - n_ctx)
+        room = progress.room(n_ctx, runner.max_context)
         if room <= 0:
-            finish = "context" if len(new) < stop.max_new_tokens else "length"
             break
         k_round = min(k, room - 1)
         if cost and k_round and stats.rounds % 8 != 7:  # every 8th round explores the full draft
@@ -141,31 +182,17 @@ def speculative_generate(
         stats.draft_s += t1 - t0
         stats.verify_s += t2 - t1
 
-        round_tokens = draft_tokens[:n_acc].tolist() + [bonus]
-        eos_at = next((i for i, t in enumerate(round_tokens) if t in stop.eos_ids), None)
-        produced = len(round_tokens) if eos_at is None else eos_at + 1
+        emitted, produced = progress.commit(draft_tokens[:n_acc].tolist() + [bonus])
         stats.record_round(len(draft_tokens), n_acc, produced)
-        confidences = getattr(drafter, "confidences", None)
-        if confidences and len(draft_tokens):  # slot i is judged only if all before it passed
-            for i in range(min(n_acc + 1, len(draft_tokens), len(confidences))):
-                stats.confidence.append((i, confidences[i], i < n_acc))
+        record_confidences(stats, drafter, len(draft_tokens), n_acc)
         history.update(len(draft_tokens), n_acc)
-        if eos_at is not None:
-            round_tokens = round_tokens[:eos_at]
-            finish = "eos"
-        new.extend(round_tokens)
-        tokens = torch.cat([tokens, torch.tensor(round_tokens, dtype=torch.long, device=device)])
-        cut = stop.stop_string_cut(new, checked)
-        checked = len(new)
-        if cut is not None:
-            round_tokens = round_tokens[: len(round_tokens) - (len(new) - cut)]
-            del new[cut:]
-            finish = "stop"
-        if on_tokens and round_tokens:
-            on_tokens(round_tokens)
-        if finish in ("eos", "stop"):
+        if on_tokens and emitted:
+            on_tokens(emitted)
+        if progress.finish:
             break
+        tokens = torch.cat([tokens, torch.tensor(emitted, dtype=torch.long, device=device)])
         drafter.accept(tokens, n_acc + 1, {key: h[: n_acc + 1] for key, h in out.hidden.items()})
+    new = progress.new
     stats.new_tokens = len(new)
     stats.total_s = now(device) - t_start
-    return GenerationResult(new, finish, stats)
+    return GenerationResult(new, progress.finish or "length", stats)

@@ -8,6 +8,7 @@ when a drafter asks for them (trained drafters condition on them).
 
 from __future__ import annotations
 
+import copy
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -73,6 +74,12 @@ class ModelRunner(ABC):
             self._allocate(capacity)
             self.capacity = capacity
         self.length = 0
+
+    def fork(self) -> ModelRunner:
+        """A runner over the same weights with its own, empty cache (one per concurrent sequence)."""
+        other = copy.copy(self)
+        other.capacity = other.length = 0  # the next reset allocates a cache of its own
+        return other
 
     def rollback(self, length: int) -> None:
         """Forget every cached position at or after `length`."""

@@ -19,9 +19,9 @@ class PromptTooLongError(DraftsmithError):
 class PromptEncoder:
     """Tokenizes prompts for one target and checks them against its context."""
 
-    def __init__(self, target: Target) -> None:
+    def __init__(self, target: Target, max_context: int | None = None) -> None:
         self.target = target
-        self.max_context = target.runner.max_context
+        self.max_context = max_context or target.runner.max_context  # a batched engine's slot size
         self.vocab_size = target.runner.vocab_size
 
     def chat(self, messages: list[dict[str, str]]) -> list[int]:
@@ -60,7 +60,7 @@ class PromptEncoder:
             raise DraftsmithError("the prompt is empty")
         if len(ids) >= self.max_context:
             raise PromptTooLongError(
-                f"the prompt has {len(ids)} tokens but the model's context holds {self.max_context} "
+                f"the prompt has {len(ids)} tokens but the context holds {self.max_context} "
                 "(prompt and completion together)"
             )
         return ids

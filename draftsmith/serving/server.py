@@ -12,8 +12,9 @@ from fastapi import FastAPI
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.app import DEFAULT_MAX_TOKENS, create_app
+from draftsmith.serving.batch_worker import BatchEngine
 from draftsmith.serving.prompts import PromptEncoder
-from draftsmith.serving.worker import SerialEngine
+from draftsmith.serving.worker import SerialEngine, build_drafters
 
 
 def build_app(
@@ -22,26 +23,46 @@ def build_app(
     drafter_options: Mapping[str, dict] | None = None,
     *,
     max_batch: int = 1,
+    max_len: int = 2048,
     max_queue: int = 64,
     schedule: str = "history",
     k: int | None = None,
     model_name: str | None = None,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    cost=None,
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
     drafter_options: per method, the registry's build options (as `draftsmith generate` passes
     them). Drafters are built here, once, so a bad drafter fails at startup, not on a request.
+    max_batch 1 decodes one request at a time on any backend; more runs the batched engine (the
+    lean runner in float32), whose schedules read the batched cost table (`calibrate --batch`,
+    measured here on first use when `cost` is not given).
     """
-    if max_batch != 1:
-        raise DraftsmithError(
-            f"--max-batch {max_batch}: this engine decodes one request at a time (max-batch 1); "
-            "batched decoding is issue 9's batched engine"
+    if max_batch < 1:
+        raise DraftsmithError(f"--max-batch must be >= 1, got {max_batch}")
+    if max_batch == 1 and schedule == "confidence":
+        raise DraftsmithError("--schedule confidence schedules a batch: use it with --max-batch > 1")
+    drafters = build_drafters(target, list(methods), drafter_options, k)
+    if max_batch == 1:
+        engine = SerialEngine(target, drafters, k=k, max_queue=max_queue, schedule=schedule)
+    else:
+        from draftsmith.engine import batch_cost
+
+        if cost is None and schedule != "fixed":
+            cost = batch_cost.cached(target.runner)
+        engine = BatchEngine(
+            target,
+            drafters,
+            max_batch=max_batch,
+            max_len=max_len,
+            max_queue=max_queue,
+            schedule=schedule,
+            k=k,
+            cost=cost,
         )
-    engine = SerialEngine.build(
-        target, list(methods), drafter_options, k=k, max_queue=max_queue, schedule=schedule
-    )
-    return create_app(engine, PromptEncoder(target), model_name or target.name, default_max_tokens)
+    prompts = PromptEncoder(target, getattr(engine, "max_context", None))
+    return create_app(engine, prompts, model_name or target.name, default_max_tokens)
 
 
 def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:

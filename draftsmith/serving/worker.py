@@ -42,6 +42,14 @@ FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": 
 """Engine finish reasons -> OpenAI's."""
 
 
+def build_drafters(
+    target: Target, methods: list[str] | tuple[str, ...], options: Mapping[str, dict] | None, k: int | None
+) -> dict[str, Drafter]:
+    """Each served method's drafter, built once through the registry (options per method)."""
+    options = options or {}
+    return {m: build_drafter(m, target, k=k, **options.get(m, {})) for m in methods}
+
+
 class _Cancelled(Exception):
     """Raised inside the decode loop's token callback to abandon a request."""
 
@@ -88,9 +96,7 @@ class SerialEngine:
         **kwargs,
     ) -> SerialEngine:
         """Build each method's drafter once through the registry (options per method, as the CLI's)."""
-        options = drafter_options or {}
-        drafters = {m: build_drafter(m, target, k=k, **options.get(m, {})) for m in methods}
-        return cls(target, drafters, k=k, **kwargs)
+        return cls(target, build_drafters(target, methods, drafter_options, k), k=k, **kwargs)
 
     # -- the Engine protocol -------------------------------------------------------------------
 

@@ -1,0 +1,260 @@
+"""Batched speculative decoding: many requests, each with its own drafter, share every verify step.
+
+A round is the single-request round (decode.py) done for all active slots at once: each request's
+drafter proposes (its own state; drafting is per request), the scheduler picks how many draft
+tokens the step verifies (schedule.py), one slot-runner forward scores [last token + draft] for
+every slot, and each request verifies, commits (`Progress.commit`, the same stop rules) and rolls
+its slot back to what it accepted. A request's greedy output equals its single-request decoding:
+verification only ever compares with the target's own argmax at each position, and a slot's rows
+see only its own cache (tests/test_batch_decode.py checks this whatever else shares the batch).
+
+Requests join (`add`: prefill into a free slot) and leave (`remove`) between steps: continuous
+batching.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.engine.decode import Progress, StopRule, record_confidences
+from draftsmith.engine.draft_length import AcceptanceHistory
+from draftsmith.engine.lean_llama import LeanLlamaRunner
+from draftsmith.engine.runner import now
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.engine.schedule import (
+    StepCost,
+    best_depth,
+    check_schedule,
+    survival_from_confidence,
+    survival_from_history,
+)
+from draftsmith.engine.slots import SlotRunner
+from draftsmith.engine.stats import GenerationStats
+from draftsmith.engine.verify import verify
+from draftsmith.errors import DraftsmithError
+
+
+@dataclass
+class Running:
+    """One request in a slot: its drafter (a per-request fork), committed tokens and bookkeeping."""
+
+    slot: int
+    drafter: Drafter
+    tokens: torch.Tensor  # every committed token; the last one is not in the slot's cache yet
+    progress: Progress
+    params: SamplingParams
+    k: int
+    rng: torch.Generator | None
+    on_tokens: Callable[[list[int]], None] | None = None
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    started: float = 0.0
+    error: Exception | None = None  # its drafter or callback failed: it ended alone ("error")
+
+    def fail(self, error: Exception) -> None:
+        self.error = error
+        self.progress.finish = "error"
+
+    @property
+    def finished(self) -> bool:
+        return self.progress.finish is not None
+
+
+class BatchDecoder:
+    """Up to `slots` concurrent requests over one `SlotRunner` (capacity tokens per request).
+
+    schedule: "fixed" verifies each request's k drafts; "history" and "confidence" pick the step's
+    depth from the cost table `cost(slots, rows)` and each request's survival estimate (running
+    acceptance, or the confidence head where the drafter has one, else its history).
+    """
+
+    def __init__(
+        self,
+        runner: LeanLlamaRunner,
+        slots: int,
+        capacity: int,
+        schedule: str = "history",
+        cost: StepCost | None = None,
+    ) -> None:
+        if runner.fixed_rows:
+            raise DraftsmithError(
+                "batched decoding runs in float32 on this CPU: in bf16/fp16 a token's logits depend on "
+                "the step's shape, so outputs would drift from single-request decoding; load the "
+                "target with --dtype float32 (or serve with --max-batch 1)"
+            )
+        self.runner = SlotRunner(runner, slots, min(capacity, runner.max_context))
+        self.capacity = self.runner.capacity
+        self.schedule = check_schedule(schedule)
+        self.cost = cost
+        self.running: dict[int, Running] = {}
+        self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
+        self.steps = 0
+
+    @property
+    def free_slots(self) -> int:
+        return self.runner.slots - len(self.running)
+
+    @torch.inference_mode()
+    def add(
+        self,
+        prompt: list[int],
+        drafter: Drafter,
+        stop: StopRule,
+        params: SamplingParams | None = None,
+        k: int | None = None,
+        on_tokens: Callable[[list[int]], None] | None = None,
+    ) -> Running:
+        """Prefill `prompt` into the lowest free slot (keeps the active range compact)."""
+        params = params or SamplingParams()
+        k = drafter.default_k if k is None else k
+        if k < 0:
+            raise DraftsmithError(f"draft length must be >= 0, got {k}")
+        if not prompt:
+            raise DraftsmithError("the prompt is empty")
+        if len(prompt) >= self.capacity:
+            raise DraftsmithError(
+                f"the prompt has {len(prompt)} tokens but a slot holds {self.capacity} "
+                "(prompt and completion)"
+            )
+        if not self.free_slots:
+            raise DraftsmithError("no free slot")
+        slot = min(set(range(self.runner.slots)) - set(self.running))
+        dev = self.runner.device
+        ids = torch.tensor(prompt, dtype=torch.long, device=dev)
+        t0 = now(dev)
+        self.runner.reset(slot)
+        hidden = {}
+        if len(prompt) > 1:
+            hidden = self.runner.forward([(slot, ids[:-1])], drafter.hidden_layers)[0].hidden
+        drafter.start(ids, hidden, min(self.capacity, len(prompt) + stop.max_new_tokens + k))
+        run = Running(
+            slot,
+            drafter,
+            ids,
+            Progress(stop),
+            params,
+            k,
+            None if params.greedy else params.generator(dev),
+            on_tokens,
+            started=t0,
+        )
+        run.stats.prefill_s = now(dev) - t0
+        self.running[slot] = run
+        return run
+
+    def remove(self, slot: int) -> Running | None:
+        """Free a slot (finished, or its client went away); its cache rows are simply reused."""
+        return self.running.pop(slot, None)
+
+    def history(self, run: Running) -> AcceptanceHistory:
+        return self.histories.setdefault(run.drafter.name, AcceptanceHistory())
+
+    def _survival(self, run: Running, n: int) -> list[float]:
+        confidences = getattr(run.drafter, "confidences", None)
+        if self.schedule == "confidence" and confidences:
+            return survival_from_confidence(confidences[:n])
+        return survival_from_history(self.history(run), n)
+
+    @torch.inference_mode()
+    def step(self) -> list[Running]:
+        """One round for every running request; returns those that finished in it (still in their
+        slots until `remove`)."""
+        dev = self.runner.device
+        runs = list(self.running.values())
+        self.steps += 1
+        explore = self.steps % 8 == 0  # history-based choices keep learning about deep positions
+        t0 = now(dev)
+        drafts: dict[int, Draft] = {}
+        for run in runs:
+            room = run.progress.room(int(run.tokens.shape[0]), self.capacity)
+            if room <= 0:
+                continue
+            k = min(run.k, room - 1)
+            if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
+                k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
+            try:
+                drafts[run.slot] = (
+                    run.drafter.propose(run.tokens, k, run.params, run.rng) if k else Draft.empty(dev)
+                )
+            except Exception as e:  # one request's drafter must not take the batch down
+                run.fail(e)
+        live = [run for run in runs if run.slot in drafts]
+        if not live:
+            return self._ended(runs)
+        depth = max(len(d.tokens) for d in drafts.values())
+        if self.schedule != "fixed" and depth and not explore:
+            survivals = [self._survival(run, len(drafts[run.slot].tokens)) for run in live]
+            depth = best_depth(survivals, self.cost, depth)
+        work = []
+        for run in live:
+            d = drafts[run.slot]
+            d.tokens, d.probs = d.tokens[:depth].to(dev), None if d.probs is None else d.probs[:depth]
+            work.append((run.slot, torch.cat([run.tokens[-1:], d.tokens])))
+        t1 = now(dev)
+        hidden = tuple(dict.fromkeys(key for run in live for key in run.drafter.hidden_layers))
+        outs = self.runner.forward(work, hidden)
+        t2 = now(dev)
+        for run, out in zip(live, outs, strict=True):
+            d = drafts[run.slot]
+            n_ctx = int(run.tokens.shape[0])
+            n_acc, bonus = verify(out.logits, d.tokens, d.probs, run.params, run.rng)
+            self.runner.rollback(run.slot, n_ctx + n_acc)
+            run.stats.draft_s += (t1 - t0) / len(live)
+            run.stats.verify_s += (t2 - t1) / len(live)
+            emitted, produced = run.progress.commit(d.tokens[:n_acc].tolist() + [bonus])
+            run.stats.record_round(len(d.tokens), n_acc, produced)
+            record_confidences(run.stats, run.drafter, len(d.tokens), n_acc)
+            self.history(run).update(len(d.tokens), n_acc)
+            try:
+                if run.on_tokens and emitted:
+                    run.on_tokens(emitted)
+                if run.finished:
+                    continue
+                run.tokens = torch.cat([run.tokens, torch.tensor(emitted, dtype=torch.long, device=dev)])
+                keep = {key: out.hidden[key][: n_acc + 1] for key in run.drafter.hidden_layers}
+                run.drafter.accept(run.tokens, n_acc + 1, keep)
+            except Exception as e:
+                run.fail(e)
+                continue
+            run.progress.room(int(run.tokens.shape[0]), self.capacity)  # ends it at the budget
+        return self._ended(runs)
+
+    def _ended(self, runs: list[Running]) -> list[Running]:
+        done = [run for run in runs if run.finished]
+        for run in done:
+            run.stats.new_tokens = len(run.progress.new)
+            run.stats.total_s = now(self.runner.device) - run.started
+        return done
+
+    def _uniform_cost(self, b: int, rows: int) -> float:
+        """A one-request view of the step: as if every running request drafted like this one."""
+        return self.cost(len(self.running), rows) if self.cost else 1.0
+
+
+def batch_generate(
+    decoder: BatchDecoder,
+    prompts: list[list[int]],
+    drafters: list[Drafter],
+    stop: StopRule,
+    params: SamplingParams | None = None,
+    k: int | None = None,
+) -> list[tuple[list[int], str, GenerationStats]]:
+    """Decode every prompt to the end through `decoder`, admitting new ones as slots free up;
+    results in input order. The library's batch entry point, and what the tests drive."""
+    results: list = [None] * len(prompts)
+    queue = list(range(len(prompts)))[::-1]
+    index: dict[int, int] = {}
+    while queue or decoder.running:
+        while queue and decoder.free_slots:
+            i = queue.pop()
+            run = decoder.add(prompts[i], drafters[i], stop, params, k)
+            index[run.slot] = i
+        for run in decoder.step():
+            if run.error is not None:
+                raise run.error
+            results[index.pop(run.slot)] = (run.progress.new, run.progress.finish, run.stats)
+            decoder.remove(run.slot)
+    return results

@@ -1,0 +1,61 @@
+"""How many drafted tokens a batched step verifies: fixed, by acceptance history, or by DSpark's confidence.
+
+A batched step runs every slot as [b, rows] (slots.py), so it costs cost(b, rows) whoever fills
+the rows. The step's depth d (drafts verified per slot; rows = d + 1) is the scheduling choice:
+each slot b expects 1 + sum_{j<d} S_b[j] tokens, where S_b[j] is the probability that its first
+j + 1 draft tokens all survive. The depth that maximises the whole step's expected tokens per
+second, sum_b (1 + sum_{j<d} S_b[j]) / cost(b, d + 1), is DSpark's Algorithm 1 specialised to a
+padded step (REFERENCE.md section 4). S comes from the confidence head's prefix survival
+(`confidence`, temperature-scaled when the drafter carries an STS temperature) or from the running
+per-position acceptance of the request (`history`). A slot verifies min(d, its draft) tokens;
+truncating a draft never changes the output, so every schedule is lossless.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import accumulate
+from operator import mul
+
+from draftsmith.engine.draft_length import AcceptanceHistory
+from draftsmith.errors import DraftsmithError
+
+SCHEDULES = ("fixed", "history", "confidence")
+
+StepCost = Callable[[int, int], float]
+"""(slots in the step, rows per slot) -> seconds."""
+
+
+def check_schedule(schedule: str) -> str:
+    if schedule not in SCHEDULES:
+        raise DraftsmithError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
+    return schedule
+
+
+def survival_from_history(history: AcceptanceHistory, k: int) -> list[float]:
+    """S[j] = P(drafts 0..j all accepted), from the request's running per-position acceptance."""
+    return list(accumulate((history.conditional(i) for i in range(k)), mul))
+
+
+def survival_from_confidence(confidences: Sequence[float]) -> list[float]:
+    """S[j] = prod_{i<=j} c_i: the confidence head's estimate that slot j is reached and kept."""
+    return list(accumulate(confidences, mul))
+
+
+def best_depth(survivals: Sequence[Sequence[float]], cost: StepCost | None, max_depth: int) -> int:
+    """The depth in [0, max_depth] that maximises expected tokens per second of the whole step.
+
+    survivals: per slot, S[0..] for its drafted tokens (a slot with a shorter draft stops adding).
+    Without a cost table every row is free and the answer is max_depth.
+    """
+    if cost is None or max_depth <= 0:
+        return max(max_depth, 0)
+    b = len(survivals)
+    best_d, best_rate = 0, b / cost(b, 1)
+    expected = float(b)
+    for d in range(1, max_depth + 1):
+        expected += sum(s[d - 1] for s in survivals if len(s) >= d)
+        rate = expected / cost(b, d + 1)
+        if rate > best_rate:
+            best_d, best_rate = d, rate
+    return best_d

@@ -1,0 +1,159 @@
+"""The batched engine: one background thread runs continuous-batched speculative decoding.
+
+Between steps it admits queued requests into free slots (prefill), drops the ones whose client
+left (the slot is free at once), and runs one `BatchDecoder.step` for everything in flight: all
+requests share each verify forward. Each request drafts with its own fork of its method's
+drafter, so methods can share a batch. A request whose drafter fails ends alone with a 500; a
+failure of the shared forward fails the requests in that step and the engine goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Mapping
+
+from draftsmith.api import TextStream
+from draftsmith.drafters.base import Drafter
+from draftsmith.engine.batch_decode import BatchDecoder, Running
+from draftsmith.errors import DraftsmithError
+from draftsmith.models.target import Target
+from draftsmith.serving.engine import Failed, Finished, RequestHandle, TextDelta
+from draftsmith.serving.metrics import ServerMetrics
+from draftsmith.serving.worker import FINISH_REASONS, SerialEngine
+
+log = logging.getLogger("draftsmith.serving")
+
+
+class BatchEngine(SerialEngine):
+    """Up to `max_batch` requests decoded together (the `Engine` protocol of worker.SerialEngine)."""
+
+    def __init__(
+        self,
+        target: Target,
+        drafters: Mapping[str, Drafter],
+        *,
+        max_batch: int = 8,
+        max_len: int = 2048,
+        max_queue: int = 64,
+        schedule: str = "history",
+        k: int | None = None,
+        cost=None,
+        metrics: ServerMetrics | None = None,
+    ) -> None:
+        # the serial engine knows fixed/history; the batched decoder checks its own schedules
+        super().__init__(target, drafters, max_queue=max_queue, k=k, metrics=metrics)
+        if max_batch < 1:
+            raise DraftsmithError(f"max-batch must be >= 1, got {max_batch}")
+        self.schedule = schedule
+        self.max_batch = max_batch
+        self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost)
+        self.max_context = self.decoder.capacity
+        self._handles: dict[int, RequestHandle] = {}
+        self._streams: dict[int, tuple[TextStream, list[str]]] = {}
+
+    @property
+    def batch_size(self) -> int:
+        return len(self._handles)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self._admit(block=not self._handles)
+            self._drop_cancelled()
+            if not self._handles:
+                continue
+            try:
+                done = self.decoder.step()
+            except Exception as e:  # the shared forward failed: fail this step's requests, go on
+                log.exception("a batched step failed")
+                for slot in list(self._handles):
+                    self._end(slot, Failed(f"the engine failed on this step: {type(e).__name__}: {e}", 500))
+                continue
+            for run in done:
+                self._finish(run)
+        for slot in list(self._handles):
+            self._end(slot, Failed("the server is shutting down", 503, "engine_unavailable"))
+
+    def _admit(self, block: bool) -> None:
+        while self.decoder.free_slots:
+            try:
+                handle = self._queue.get(timeout=0.1) if block else self._queue.get_nowait()
+            except queue.Empty:
+                return
+            block = False
+            if handle.cancelled:
+                self.metrics.count("cancelled")
+                handle.emit(Failed("cancelled by the client", 499, "cancelled"))
+                continue
+            self._start(handle)
+
+    def _start(self, handle: RequestHandle) -> None:
+        req = handle.request
+        self.metrics.started(len(req.prompt_ids), time.perf_counter() - handle.submitted_at)
+        streamed: list[str] = []
+
+        def on_text(text: str) -> None:
+            streamed.append(text)
+            handle.emit(TextDelta(text))
+
+        stream = TextStream(self.target, on_text)
+        first = [True]
+
+        def on_tokens(tokens: list[int]) -> None:
+            ttft = time.perf_counter() - handle.submitted_at if first[0] else None
+            first[0] = False
+            self.metrics.tokens(len(tokens), ttft)
+            stream(tokens)
+
+        try:
+            run = self.decoder.add(
+                list(req.prompt_ids),
+                self.drafters[req.method].fork(),
+                self.target.stop_rule(req.max_tokens, req.stop),
+                req.params,
+                self.k,
+                on_tokens,
+            )
+        except DraftsmithError as e:
+            self.metrics.count("error")
+            handle.emit(Failed(str(e), 400, "invalid_request"))
+            return
+        except Exception as e:
+            log.exception("request %s failed at prefill", req.request_id)
+            self.metrics.count("error")
+            handle.emit(Failed(f"the engine failed on this request: {type(e).__name__}: {e}", 500))
+            return
+        self._handles[run.slot] = handle
+        self._streams[run.slot] = (stream, streamed)
+
+    def _drop_cancelled(self) -> None:
+        for slot, handle in list(self._handles.items()):
+            if handle.cancelled:
+                self.metrics.count("cancelled")
+                self._end(slot, Failed("cancelled by the client", 499, "cancelled"))
+
+    def _end(self, slot: int, event: Failed | Finished) -> None:
+        self.decoder.remove(slot)
+        self._streams.pop(slot, None)
+        handle = self._handles.pop(slot, None)
+        if handle is not None:
+            handle.emit(event)
+
+    def _finish(self, run: Running) -> None:
+        handle = self._handles[run.slot]
+        req = handle.request
+        if run.error is not None:
+            log.error("request %s failed: %r", req.request_id, run.error)
+            self.metrics.count("error")
+            msg = f"the engine failed on this request: {type(run.error).__name__}: {run.error}"
+            self._end(run.slot, Failed(msg, 500))
+            return
+        tokens = run.progress.new
+        text = self.target.decode(tokens)
+        sent = "".join(self._streams[run.slot][1])
+        if text.startswith(sent) and len(text) > len(sent):  # held-back characters (half a UTF-8 char)
+            handle.emit(TextDelta(text[len(sent) :]))
+        self.metrics.finished(req.method, run.stats, time.perf_counter() - handle.submitted_at)
+        finish = FINISH_REASONS.get(run.progress.finish or "length", "stop")
+        self._end(run.slot, Finished(text, finish, len(req.prompt_ids), len(tokens)))

@@ -1,0 +1,198 @@
+"""Batched decoding on tiny models: the slot runner equals the single runner, every method's greedy
+output in a batch equals its single-request plain decoding, schedules, and faults stay per request."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_model, tiny_target
+from test_dflash import make_drafter
+from test_eagle3 import make_model as make_eagle3
+from test_engine import perturbed_copy
+from test_mtp import make_mtp
+
+from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.draft_model import DraftModelDrafter
+from draftsmith.drafters.eagle3.drafter import Eagle3Drafter
+from draftsmith.drafters.hybrid import HybridDrafter
+from draftsmith.drafters.mtp.drafter import MTPDrafter
+from draftsmith.drafters.ngram import NgramDrafter
+from draftsmith.drafters.plain import PlainDrafter
+from draftsmith.engine.batch_cost import BatchCost, measure
+from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.draft_length import AcceptanceHistory
+from draftsmith.engine.runner import FINAL
+from draftsmith.engine.sampling import SamplingParams
+from draftsmith.engine.schedule import best_depth, survival_from_confidence, survival_from_history
+from draftsmith.engine.slots import SlotRunner
+from draftsmith.errors import DraftsmithError
+
+
+def prompts(n: int = 5) -> list[list[int]]:
+    g = torch.Generator().manual_seed(3)
+    return [
+        torch.randint(3, VOCAB, (int(ln),), generator=g).tolist()
+        for ln in torch.randint(1, 20, (n,), generator=g)
+    ]
+
+
+def drafters(target) -> dict:
+    model = target.model
+    dspark = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    return {
+        "plain": PlainDrafter(),
+        "ngram": NgramDrafter(k=5, max_ngram=3),
+        "draft-model": DraftModelDrafter(perturbed_copy(model, 0.05), VOCAB, k=4),
+        "oracle": DraftModelDrafter(tiny_model(model.config.model_type, layers=4), VOCAB, k=5),
+        "dflash": DFlashDrafter.build(target, drafter=make_drafter(target, dspark=False)),
+        "dspark": dspark,
+        "hybrid": HybridDrafter(dspark),
+        "eagle3": Eagle3Drafter(make_eagle3(target), VOCAB, k=3),
+        "mtp": MTPDrafter.build(target, drafter=make_mtp(target)),
+    }
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_slot_runner_equals_the_single_runner_per_slot(arch):
+    target = tiny_target(arch)
+    runner = target.runner
+    seqs = prompts(3)
+    slots = SlotRunner(runner, 4, 64)
+    for s, ids in zip((0, 2, 3), seqs, strict=True):
+        slots.forward([(s, torch.tensor(ids))])
+    work = [(0, torch.tensor([5, 6, 7])), (3, torch.tensor([9]))]  # ragged; slot 2 idle in the range
+    outs = slots.forward(work, hidden=(1, 3, FINAL))
+    for (s, new), out in zip(work, outs, strict=True):
+        ids = seqs[(0, 2, 3).index(s)] + new.tolist()
+        runner.reset(64)
+        ref = runner.forward(torch.tensor(ids), n_logits=len(new), hidden=(1, 3, FINAL))
+        torch.testing.assert_close(out.logits, ref.logits, atol=1e-4, rtol=1e-4)  # one prefill vs chunks
+        for key in (1, 3, FINAL):
+            torch.testing.assert_close(out.hidden[key], ref.hidden[key][-len(new) :], atol=1e-4, rtol=1e-4)
+    assert slots.lengths == [len(seqs[0]) + 3, 0, len(seqs[1]), len(seqs[2]) + 1]
+    slots.rollback(0, 4)
+    with pytest.raises(ValueError, match="cannot roll back"):
+        slots.rollback(0, 5)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("schedule", ["fixed", "history", "confidence"])
+def test_batched_greedy_equals_single_request_plain_for_every_method(arch, schedule):
+    target = tiny_target(arch)
+    seqs = prompts(5)
+    stop = StopRule(24, eos_ids=frozenset({2}))
+    ref = [speculative_generate(target.runner, PlainDrafter(), p, stop).tokens for p in seqs]
+    cost = lambda b, rows: 1.0 + 0.2 * b * rows  # noqa: E731 - steep enough that schedules cut drafts
+    for name, base in drafters(target).items():
+        decoder = BatchDecoder(target.runner, 3, 64, schedule, cost)  # 5 requests through 3 slots
+        out = batch_generate(decoder, seqs, [base.fork() for _ in seqs], stop)
+        assert [tokens for tokens, _, _ in out] == ref, (name, schedule)
+        if name in ("oracle", "draft-model") and schedule == "fixed":
+            assert sum(stats.accepted for _, _, stats in out) > 0, name
+        assert not decoder.running and decoder.free_slots == 3
+
+
+def test_mixed_methods_share_a_batch_and_stop_rules_match_single_decoding():
+    target = tiny_target()
+    ds = drafters(target)
+    seqs = prompts(4)
+    stop = StopRule(30, eos_ids=frozenset({2, 11}), stop_strings=("t7 t",), decode=target.decode)
+    decoder = BatchDecoder(target.runner, 4, 64, "fixed")
+    names = ["oracle", "ngram", "dspark", "draft-model"]
+    out = batch_generate(decoder, seqs, [ds[n].fork() for n in names], stop)
+    for (tokens, finish, _), p, n in zip(out, seqs, names, strict=True):
+        single = speculative_generate(target.runner, ds[n].fork(), p, stop, adaptive=False)
+        assert (tokens, finish) == (single.tokens, single.finish_reason), n
+
+
+def test_sampled_requests_match_single_request_sampling_with_the_same_seed():
+    target = tiny_target()
+    base = DraftModelDrafter(perturbed_copy(target.model, 0.05), VOCAB, k=4)
+    seqs = prompts(3)
+    stop = StopRule(20)
+    params = SamplingParams(temperature=0.8, top_p=0.9, seed=5)
+    decoder = BatchDecoder(target.runner, 3, 64, "fixed")
+    out = batch_generate(decoder, seqs, [base.fork() for _ in seqs], stop, params)
+    for (tokens, _, _), p in zip(out, seqs, strict=True):
+        single = speculative_generate(target.runner, base.fork(), p, stop, params, adaptive=False)
+        assert tokens == single.tokens
+
+
+def test_best_depth_follows_the_cost_table():
+    sure = [[0.9, 0.81, 0.73, 0.66]]
+    assert best_depth(sure, None, 4) == 4  # no table: rows are free
+    assert best_depth(sure, lambda b, r: 1.0, 4) == 4
+    assert best_depth(sure, lambda b, r: float(r), 4) == 0  # every row costs a full step: never pays
+    steep_after_two = lambda b, r: 1.0 if r <= 3 else 3.0  # noqa: E731
+    assert best_depth(sure, steep_after_two, 4) == 2
+    weak = [[0.1, 0.01], [0.1, 0.01]]
+    assert best_depth(weak, lambda b, r: 1.0 + 0.1 * (r - 1), 2) == 0  # 10% per row for 0.1 token
+    assert survival_from_confidence([0.5, 0.5, 1.0]) == [0.5, 0.25, 0.25]
+    h = AcceptanceHistory()
+    h.update(2, 2)
+    h.update(2, 0)
+    assert survival_from_history(h, 2) == pytest.approx([2 / 4, 2 / 4 * 2 / 3])  # Beta(1, 1) prior
+
+
+def test_batch_cost_interpolates_and_measures_the_real_shapes():
+    cost = BatchCost({(1, 1): 1.0, (1, 4): 2.0, (4, 1): 2.0, (4, 4): 6.0})
+    assert cost(1, 1) == 1.0 and cost(4, 4) == 6.0
+    assert cost(2, 1) == pytest.approx(1 + 1 / 3)
+    assert cost(1, 2) == pytest.approx(1 + 1 / 3)
+    assert cost(8, 4) == pytest.approx(12.0)  # beyond the grid: proportional in slots
+    assert BatchCost.from_json(cost.to_json()).table == cost.table
+    measured = measure(tiny_target().runner, slots=(1, 2), rows=(1, 3), context=8, repeats=1)
+    assert set(measured.table) == {(1, 1), (1, 3), (2, 1), (2, 3)}
+    assert all(t > 0 for t in measured.table.values())
+
+
+def test_a_failing_drafter_ends_only_its_own_request():
+    target = tiny_target()
+    seqs = prompts(3)
+    stop = StopRule(16)
+
+    class Broken(NgramDrafter):
+        def propose(self, tokens, k, params, generator):
+            if tokens.shape[0] > len(seqs[1]) + 3:
+                raise RuntimeError("drafter bug")
+            return super().propose(tokens, k, params, generator)
+
+    decoder = BatchDecoder(target.runner, 3, 64, "fixed")
+    runs = [
+        decoder.add(p, d, stop)
+        for p, d in zip(seqs, [PlainDrafter(), Broken(k=3), NgramDrafter()], strict=True)
+    ]
+    finished = {}
+    while decoder.running:
+        for run in decoder.step():
+            finished[run.slot] = run
+            decoder.remove(run.slot)
+    assert isinstance(finished[runs[1].slot].error, RuntimeError)
+    for i in (0, 2):
+        assert finished[runs[i].slot].error is None
+        assert (
+            runs[i].progress.new == speculative_generate(target.runner, PlainDrafter(), seqs[i], stop).tokens
+        )
+
+
+def test_bad_input_is_a_clear_error():
+    target = tiny_target()
+    decoder = BatchDecoder(target.runner, 1, 32, "fixed")
+    with pytest.raises(DraftsmithError, match="a slot holds 32"):
+        decoder.add(list(range(3, 40)), PlainDrafter(), StopRule(4))
+    with pytest.raises(DraftsmithError, match="empty"):
+        decoder.add([], PlainDrafter(), StopRule(4))
+    decoder.add([5, 6], PlainDrafter(), StopRule(4))
+    with pytest.raises(DraftsmithError, match="no free slot"):
+        decoder.add([5, 6], PlainDrafter(), StopRule(4))
+    with pytest.raises(DraftsmithError, match="unknown schedule"):
+        BatchDecoder(target.runner, 1, 32, "sometimes")
+    with pytest.raises(DraftsmithError, match="Llama-family"):
+        BatchDecoder(tiny_target("gemma3_text").runner, 1, 32)
+    target.runner.set_fixed_rows(4)
+    try:
+        with pytest.raises(DraftsmithError, match="float32"):
+            BatchDecoder(target.runner, 1, 32)
+    finally:
+        target.runner.set_fixed_rows(0)
