@@ -426,9 +426,17 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("ms per matmul, median of 30: x @ W[in,out] / F.linear(x, W[out,in])")
         print(markdown(matmul_table(model.config)))
         return 0
-    from draftsmith.engine.lean_llama import auto_fixed_rows
+    from draftsmith.engine.lean_llama import LeanLlamaRunner, auto_fixed_rows
 
     target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False, fixed_rows=0)
+    if args.batch:
+        if not isinstance(target.runner, LeanLlamaRunner):
+            raise DraftsmithError("batched steps need a Llama-family target (the lean runner)")
+        from draftsmith.engine import batch_cost
+
+        print("batched step cost (serve --max-batch > 1): every slot holds 256 tokens of context")
+        print(batch_cost.cached(target.runner, force=args.force).markdown())
+        return 0
     cost = target.runner.calibrate_cached(force=args.force)
     if not cost:
         print(f"backend {type(target.runner).__name__} has no tunable step shapes")
@@ -446,6 +454,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if fixed:
         how = "auto for this dtype" if args.fixed_rows is None else "--fixed-rows"
         print(f"fixed-shape steps ({how}): {fixed} rows, drafts of up to {fixed - 1} tokens")
+    return 0
+
+
+def cmd_sts(args: argparse.Namespace) -> int:
+    """Fit STS temperatures: decode held-out prompts, fit on even ones, report ECE on odd ones,
+    then store the fit on all of them with the drafter (its confidences use them from then on)."""
+    from draftsmith.evaluation.sts import held_out_prompts, run_sts
+
+    if args.limit < 2:
+        raise DraftsmithError(f"--limit must be >= 2 (half fit, half report), got {args.limit}")
+    rows = held_out_prompts(args.prompts, args.limit)
+    target = _load_target(args)
+    report, path = run_sts(target, args.method, _drafter_options(args, args.method), rows, args)
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        print(
+            "| position | rounds | prefix accepted | T | mean survival before -> after "
+            "| ECE before -> after |"
+        )
+        print("|---|---|---|---|---|---|")
+        for r in report["held_out"]:
+            print(
+                f"| {r['position']} | {r['rounds']} | {r['prefix_accept_rate']:.3f} | {r['temperature']} | "
+                f"{r['mean_survival_before']:.3f} -> {r['mean_survival_after']:.3f} | "
+                f"{r['ece_before']:.3f} -> {r['ece_after']:.3f} |"
+            )
+    print(f"wrote {path}", file=sys.stderr)
     return 0
 
 
@@ -684,8 +720,33 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         action="store_true",
         help="time the target's matmul shapes at 1-8 rows (fp32, bf16) instead",
     )
+    p.add_argument(
+        "--batch",
+        action="store_true",
+        help="time batched steps instead: slots 1-32 x rows per slot 1-8 (the cost table the "
+        "server's schedules read)",
+    )
     _add_target_args(p)
     p.set_defaults(func=cmd_calibrate)
+
+    p = sub.add_parser(
+        "sts",
+        help="fit DSpark's confidence temperatures (STS) on held-out prompts and store them with the drafter",
+    )
+    p.add_argument("--method", default="dspark", choices=["dspark"], help="a drafter with a confidence head")
+    p.add_argument(
+        "--prompts",
+        default=None,
+        help="held-out prompts (.jsonl[.gz] rows with a 'prompt'; default: the repository's "
+        "data/smollm2/answers-held-out-t0.jsonl.gz, never trained on)",
+    )
+    p.add_argument("--limit", type=int, default=48, help="prompts decoded (half fit, half report)")
+    p.add_argument("--max-new-tokens", type=int, default=128)
+    p.add_argument("--out", default=None, help="where to write sts.json (default: the drafter's directory)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_target_args(p)
+    _add_method_args(p)
+    p.set_defaults(func=cmd_sts)
 
     p = sub.add_parser("plan", help="predict whether speculation pays on a machine and model, and how")
     from draftsmith.planning.command import add_arguments  # light: no torch

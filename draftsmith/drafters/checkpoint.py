@@ -73,3 +73,23 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     if missing or unexpected:
         raise DraftsmithError(f"{path} does not match its config: missing {missing}, unexpected {unexpected}")
     return model
+
+
+STS_FILE = "sts.json"
+"""Per-position temperatures of a confidence head, fitted by `draftsmith sts` (evaluation/sts.py)."""
+
+
+def read_sts(drafter_dir: object) -> tuple[float, ...]:
+    """The STS temperatures stored with a drafter directory, or () when it has none."""
+    if not isinstance(drafter_dir, str | Path):
+        return ()
+    path = Path(drafter_dir) / STS_FILE
+    if not path.is_file():
+        return ()
+    try:
+        temps = json.loads(path.read_text())["temperatures"]
+        return tuple(float(t) for t in temps)
+    except (ValueError, KeyError, TypeError) as e:
+        raise DraftsmithError(
+            f"{path}: not an STS file ({e}); delete it or refit with `draftsmith sts`"
+        ) from e

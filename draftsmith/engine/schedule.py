@@ -3,12 +3,13 @@
 A batched step runs every slot as [b, rows] (slots.py), so it costs cost(b, rows) whoever fills
 the rows. The step's depth d (drafts verified per slot; rows = d + 1) is the scheduling choice:
 each slot b expects 1 + sum_{j<d} S_b[j] tokens, where S_b[j] is the probability that its first
-j + 1 draft tokens all survive. The depth that maximises the whole step's expected tokens per
-second, sum_b (1 + sum_{j<d} S_b[j]) / cost(b, d + 1), is DSpark's Algorithm 1 specialised to a
-padded step (REFERENCE.md section 4). S comes from the confidence head's prefix survival
-(`confidence`, temperature-scaled when the drafter carries an STS temperature) or from the running
-per-position acceptance of the request (`history`). A slot verifies min(d, its draft) tokens;
-truncating a draft never changes the output, so every schedule is lossless.
+j + 1 draft tokens all survive. Deepening while the whole step's expected tokens per second,
+sum_b (1 + sum_{j<d} S_b[j]) / cost(b, d + 1), improves is DSpark's Algorithm 1 (REFERENCE.md
+section 4) specialised to a padded step, early stop included. S comes from the confidence head's
+prefix survival (`confidence`; STS-scaled when the drafter has fitted temperatures) or from the
+running per-position acceptance of the method (`history`). A slot verifies min(d, its draft)
+tokens. Greedy output never depends on the draft; sampled output stays exact because the early
+stop decides on each draft token from the tokens before it only (see `best_depth`).
 """
 
 from __future__ import annotations
@@ -43,19 +44,24 @@ def survival_from_confidence(confidences: Sequence[float]) -> list[float]:
 
 
 def best_depth(survivals: Sequence[Sequence[float]], cost: StepCost | None, max_depth: int) -> int:
-    """The depth in [0, max_depth] that maximises expected tokens per second of the whole step.
+    """The step depth in [0, max_depth]: deepen while expected tokens per second of the whole step
+    improves, and stop at the first depth that does not (Algorithm 1's early stop).
 
     survivals: per slot, S[0..] for its drafted tokens (a slot with a shorter draft stops adding).
-    Without a cost table every row is free and the answer is max_depth.
+    Stopping at the first non-improvement makes the choice of depth d depend only on S[<d], i.e.
+    on draft tokens before d, so keeping a token never depends on that token itself: with
+    sampling the output stays exactly the target's distribution (the paper's counterexample
+    shows that a global argmax can bias it). Without a cost table rows are free: max_depth.
     """
     if cost is None or max_depth <= 0:
         return max(max_depth, 0)
     b = len(survivals)
-    best_d, best_rate = 0, b / cost(b, 1)
     expected = float(b)
+    rate = expected / cost(b, 1)
     for d in range(1, max_depth + 1):
         expected += sum(s[d - 1] for s in survivals if len(s) >= d)
-        rate = expected / cost(b, d + 1)
-        if rate > best_rate:
-            best_d, best_rate = d, rate
-    return best_d
+        deeper = expected / cost(b, d + 1)
+        if deeper <= rate:
+            return d - 1
+        rate = deeper
+    return max_depth

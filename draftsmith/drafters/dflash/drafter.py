@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import read_sts, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
@@ -44,7 +44,13 @@ class DFlashDrafter(Drafter):
     description = "DFlash block diffusion drafter (one parallel pass per block; needs a trained drafter)"
     recipe = DFlashRecipe("dflash")
 
-    def __init__(self, model: DFlashModel, target_vocab: int, confidence_threshold: float = 0.0) -> None:
+    def __init__(
+        self,
+        model: DFlashModel,
+        target_vocab: int,
+        confidence_threshold: float = 0.0,
+        temperatures: tuple[float, ...] = (),
+    ) -> None:
         self.model = model
         self.cfg = model.cfg
         self.hidden_layers = tuple(self.cfg.target_layers)
@@ -53,6 +59,8 @@ class DFlashDrafter(Drafter):
         self.target_vocab = target_vocab
         self.threshold = confidence_threshold
         self.confidences: list[float] = []
+        self.confidence_logits: list[float] = []  # raw, before STS
+        self.temperatures = temperatures  # STS, per slot (1.0 beyond the fitted ones)
         self.n_ctx = 0
 
     @classmethod
@@ -72,7 +80,10 @@ class DFlashDrafter(Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
-        return cls(cls.load_model(target, drafter), target.runner.vocab_size, confidence_threshold)
+        """STS temperatures stored with the drafter (`sts.json`) scale its confidences."""
+        path = drafter or shipped_drafter(cls.name, target)
+        model = cls.load_model(target, drafter)
+        return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight
@@ -120,13 +131,16 @@ class DFlashDrafter(Drafter):
         k = min(k, b - first)
         states = m.backbone(ids, pos, kv, mask, anchor_ctx)[0, first : first + k]  # the block runs whole
         base = m.base_logits(states).float()
-        chosen, dists, self.confidences = [], [], []
+        chosen, dists, self.confidences, self.confidence_logits = [], [], [], []
         prev = m.prev_index(tokens[-1:])[0]
         survive = 1.0
         for s in range(k):
             logits = base[s] + m.markov_bias(prev).float() if cfg.markov_rank else base[s]
             if cfg.confidence:
-                c = float(torch.sigmoid(m.confidence_logit(states[s], prev)))
+                logit = float(m.confidence_logit(states[s], prev))
+                temp = self.temperatures[s] if s < len(self.temperatures) else 1.0
+                c = float(torch.sigmoid(torch.tensor(logit / temp)))
+                self.confidence_logits.append(logit)
                 self.confidences.append(c)
                 survive *= c
                 if s > 0 and survive < self.threshold:
