@@ -60,9 +60,10 @@ def test_slot_runner_equals_the_single_runner_per_slot(arch):
     seqs = prompts(3)
     slots = SlotRunner(runner, 4, 64)
     for s, ids in zip((0, 2, 3), seqs, strict=True):
-        slots.forward([(s, torch.tensor(ids))])
+        assert slots.forward([(s, torch.tensor(ids))], n_logits=0)[0].logits is None  # prefill only
     work = [(0, torch.tensor([5, 6, 7])), (3, torch.tensor([9]))]  # ragged; slot 2 idle in the range
     outs = slots.forward(work, hidden=(1, 3, FINAL))
+    assert [o.logits.shape[0] for o in outs] == [3, 1]
     for (s, new), out in zip(work, outs, strict=True):
         ids = seqs[(0, 2, 3).index(s)] + new.tolist()
         runner.reset(64)
@@ -196,3 +197,27 @@ def test_bad_input_is_a_clear_error():
             BatchDecoder(target.runner, 1, 32)
     finally:
         target.runner.set_fixed_rows(0)
+
+
+def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
+    """Drafting is per request while the verify step is shared: with a slow drafter and rows that
+    cost extra, the scheduler falls back to plain steps (exploring now and then), stays lossless,
+    and drafts again when drafting is cheap."""
+    target = tiny_target()
+    seqs = prompts(3)
+    stop = StopRule(40)
+    ref = [speculative_generate(target.runner, PlainDrafter(), p, stop).tokens for p in seqs]
+    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=4)  # always right
+    cost = lambda b, rows: 1.0 + 0.1 * (rows - 1)  # noqa: E731 - a step costs ~1 s whatever the batch
+
+    def run(draft_seconds: float) -> tuple[list, int]:
+        decoder = BatchDecoder(target.runner, 3, 64, "confidence", cost)
+        decoder.draft_time = {oracle.name: draft_seconds}
+        decoder._propose = lambda run, k: run.drafter.propose(run.tokens, k, run.params, run.rng)  # keep it
+        out = batch_generate(decoder, seqs, [oracle.fork() for _ in seqs], stop)
+        return [t for t, _, _ in out], sum(s.drafted for _, _, s in out)
+
+    cheap_tokens, cheap_drafted = run(0.01)
+    slow_tokens, slow_drafted = run(10.0)
+    assert cheap_tokens == ref and slow_tokens == ref
+    assert cheap_drafted > 3 * slow_drafted > 0  # slow: only the exploring steps draft

@@ -14,6 +14,7 @@ batching.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -91,7 +92,10 @@ class BatchDecoder:
         self.cost = cost
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
+        self.draft_time: dict[str, float] = {}  # per method: running mean seconds per proposal
         self.steps = 0
+        self._explore_at = 1
+        self._drafting = True
 
     @property
     def free_slots(self) -> int:
@@ -128,7 +132,7 @@ class BatchDecoder:
         self.runner.reset(slot)
         hidden = {}
         if len(prompt) > 1:
-            hidden = self.runner.forward([(slot, ids[:-1])], drafter.hidden_layers)[0].hidden
+            hidden = self.runner.forward([(slot, ids[:-1])], drafter.hidden_layers, n_logits=0)[0].hidden
         drafter.start(ids, hidden, min(self.capacity, len(prompt) + stop.max_new_tokens + k))
         run = Running(
             slot,
@@ -165,20 +169,24 @@ class BatchDecoder:
         dev = self.runner.device
         runs = list(self.running.values())
         self.steps += 1
-        explore = self.steps % 8 == 0  # history-based choices keep learning about deep positions
+        # every few steps draft in full, whatever pays, so the acceptance history and drafting-time
+        # estimates stay current (often while drafting pays, rarely while it does not)
+        explore = self.steps >= self._explore_at
+        if explore:
+            self._explore_at = self.steps + (8 if self._drafting else 32)
+        elif self.schedule != "fixed":
+            self._drafting = self._drafting_pays(runs)
         t0 = now(dev)
         drafts: dict[int, Draft] = {}
         for run in runs:
             room = run.progress.room(int(run.tokens.shape[0]), self.capacity)
             if room <= 0:
                 continue
-            k = min(run.k, room - 1)
+            k = min(run.k, room - 1) if explore or self._drafting else 0
             if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
                 k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
             try:
-                drafts[run.slot] = (
-                    run.drafter.propose(run.tokens, k, run.params, run.rng) if k else Draft.empty(dev)
-                )
+                drafts[run.slot] = self._propose(run, k) if k else Draft.empty(dev)
             except Exception as e:  # one request's drafter must not take the batch down
                 run.fail(e)
         live = [run for run in runs if run.slot in drafts]
@@ -228,6 +236,30 @@ class BatchDecoder:
             run.stats.new_tokens = len(run.progress.new)
             run.stats.total_s = now(self.runner.device) - run.started
         return done
+
+    def _propose(self, run: Running, k: int) -> Draft:
+        """Draft for one request, keeping a running mean of what a proposal costs per method."""
+        t0 = time.perf_counter()
+        draft = run.drafter.propose(run.tokens, k, run.params, run.rng)
+        seconds = time.perf_counter() - t0
+        name = run.drafter.name
+        self.draft_time[name] = 0.8 * self.draft_time.get(name, seconds) + 0.2 * seconds
+        return draft
+
+    def _drafting_pays(self, runs: list[Running]) -> bool:
+        """Before drafting: is a speculative step worth its drafting time? Drafting is per request
+        (it grows with the batch) while the verify step is shared, so at some concurrency plain
+        steps win; this compares expected tokens per second both ways, from each method's
+        acceptance history, its measured drafting time and the step-cost table."""
+        drafting = [run for run in runs if run.k]
+        if self.cost is None or not drafting:
+            return bool(drafting)
+        b = len(runs)
+        survivals = [survival_from_history(self.history(run), run.k) for run in drafting]
+        depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
+        expected = b + sum(sum(s[:depth]) for s in survivals)
+        seconds = sum(self.draft_time.get(run.drafter.name, 0.0) for run in drafting)
+        return depth > 0 and expected / (seconds + self.cost(b, depth + 1)) > b / self.cost(b, 1)
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""

@@ -6,6 +6,8 @@ once per step either way), so B sequences decode ~B/2..B/1.5 times faster than o
 slots owns one row of the KV cache and its own length; when a sequence ends, the next prompt is
 prefilled into its slot while the others keep going (continuous batching, no padding waste).
 Rows are independent samples from the target's distribution; results arrive in completion order.
+The slots live in a `SlotRunner`, the same slot-addressed forward the batched speculative engine
+and the server use.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import torch
 
 from draftsmith.engine.lean_llama import LeanLlamaRunner
 from draftsmith.engine.sampling import SamplingParams, sample_logits
+from draftsmith.engine.slots import SlotRunner
 
 
 @dataclass
@@ -28,56 +31,23 @@ class Finished:
 
 
 class BatchSampler:
-    """B-slot sampler sharing a `LeanLlamaRunner`'s fused weights (no second copy of the model)."""
+    """B-slot sampler over a `SlotRunner` (the lean runner's fused weights: no second model copy)."""
 
     def __init__(self, runner: LeanLlamaRunner, slots: int, capacity: int) -> None:
         if not isinstance(runner, LeanLlamaRunner):
             raise TypeError("BatchSampler needs the lean Llama-family runner")
-        self.r, self.slots, self.capacity = runner, slots, capacity
-        p = runner.lm_head.w_t
-        shape = (len(runner.layers), slots, runner.n_kv, capacity, runner.head_dim)
-        self.k = torch.zeros(shape, dtype=p.dtype, device=p.device)
-        self.v = torch.zeros(shape, dtype=p.dtype, device=p.device)
-        pos = torch.arange(capacity, device=p.device)[None]
-        cos, sin = runner.rotary(torch.empty(1, dtype=torch.float32, device=p.device), pos)
-        self.cos, self.sin = cos[0].to(p.dtype), sin[0].to(p.dtype)
-
-    def _layers(
-        self, x: torch.Tensor, slot: torch.Tensor, pos: torch.Tensor, mask: torch.Tensor, span: int
-    ) -> torch.Tensor:
-        """x [b, n, H] for cache rows `slot` [b] (all slots, or one) at positions pos [b, n]."""
-        r = self.r
-        b, n, _ = x.shape
-        cos, sin = self.cos[pos][:, None], self.sin[pos][:, None]  # [b, 1, n, hd]
-        row_major = r.row_major(b * n)
-        rows = slot[:, None].expand(b, n)
-        # all slots: a view of the cache; one slot (prefill): a narrow view; never a gathered copy
-        rows_kv = slice(None) if b == self.slots else slice(int(slot[0]), int(slot[0]) + 1)
-
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
-            self.k[i, rows, :, pos], self.v[i, rows, :, pos] = k.transpose(1, 2), v.transpose(1, 2)
-
-        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.k[i, rows_kv, :, :span], self.v[i, rows_kv, :, :span]
-
-        x, _ = r.decoder(x, cos, sin, mask, row_major, store, window)
-        return r.lm_head(r._rms(x[:, -1], r.norm_w), row_major)  # [b, V]
+        self.slots, self.capacity = slots, capacity
+        self.runner = SlotRunner(runner, slots, capacity)
 
     def _prefill(self, slot: int, ids: list[int]) -> torch.Tensor:
-        n = len(ids)
-        dev = self.k.device
-        pos = torch.arange(n, device=dev)[None]
-        mask = torch.ones(n, n, dtype=torch.bool, device=dev).tril()[None, None]
-        x = self.r.embed(torch.tensor([ids], device=dev))
-        return self._layers(x, torch.tensor([slot], device=dev), pos, mask, n)[0]
+        self.runner.reset(slot)
+        work = [(slot, torch.tensor(ids, device=self.runner.device))]
+        return self.runner.forward(work, n_logits=1)[0].logits[0]
 
-    def _step(self, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
-        """One decode step for every slot: token [B] written at lengths [B]; logits [B, V]."""
-        span = int(lengths.max()) + 1
-        keys = torch.arange(span, device=lengths.device)
-        mask = (keys[None] <= lengths[:, None])[:, None, None]  # [B, 1, 1, span]
-        slot = torch.arange(self.slots, device=lengths.device)
-        return self._layers(self.r.embed(tokens[:, None]), slot, lengths[:, None], mask, span)
+    def _step(self, tokens: torch.Tensor, active: list[int]) -> torch.Tensor:
+        """One decode step for the active slots (token [B] each); logits [len(active), V]."""
+        outs = self.runner.forward([(s, tokens[s : s + 1]) for s in active], n_logits=1)
+        return torch.cat([o.logits for o in outs])
 
     @torch.inference_mode()
     def generate(
@@ -93,10 +63,9 @@ class BatchSampler:
                 raise ValueError(
                     f"prompt {i}: {len(p)} tokens + {max_new_tokens} exceed capacity {self.capacity}"
                 )
-        gen = params.generator(self.k.device)
+        dev = self.runner.device
+        gen = params.generator(dev)
         queue = list(range(len(prompts)))[::-1]
-        dev = self.k.device
-        lengths = torch.zeros(self.slots, dtype=torch.long, device=dev)
         tokens = torch.zeros(self.slots, dtype=torch.long, device=dev)
         owner: list[int | None] = [None] * self.slots
         out: list[list[int]] = [[] for _ in range(self.slots)]
@@ -107,12 +76,8 @@ class BatchSampler:
         def admit(s: int) -> None:
             owner[s] = queue.pop() if queue else None
             out[s] = []
-            if owner[s] is None:
-                lengths[s] = 0  # an idle slot still runs (cheap) but its output is ignored
-                return
-            ids = list(prompts[owner[s]])
-            tokens[s] = pick(self._prefill(s, ids)[None])[0]
-            lengths[s] = len(ids)
+            if owner[s] is not None:
+                tokens[s] = pick(self._prefill(s, list(prompts[owner[s]]))[None])[0]
 
         for s in range(self.slots):
             admit(s)
@@ -130,8 +95,7 @@ class BatchSampler:
                     admit(s)
                     if owner[s] is not None:
                         fresh.append(s)
-            if all(o is None for o in owner):
+            active = [s for s in range(self.slots) if owner[s] is not None]
+            if not active:
                 return
-            logits = self._step(tokens, lengths)
-            lengths += 1
-            tokens = pick(logits)
+            tokens[active] = pick(self._step(tokens, active))

@@ -10,6 +10,11 @@ prefix survival (`confidence`; STS-scaled when the drafter has fitted temperatur
 running per-position acceptance of the method (`history`). A slot verifies min(d, its draft)
 tokens. Greedy output never depends on the draft; sampled output stays exact because the early
 stop decides on each draft token from the tokens before it only (see `best_depth`).
+
+On a CPU, drafting runs per request while the verify step is shared, so drafting time grows with
+the batch; the batched decoder (batch_decode.py) therefore first asks whether drafting pays at
+all this step (expected tokens per second with the measured drafting time, against a plain step)
+and runs plain steps when it does not.
 """
 
 from __future__ import annotations

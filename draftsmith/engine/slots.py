@@ -15,6 +15,7 @@ Padded rows write keys/values beyond their slot's length, where nothing reads th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate
 
 import torch
 
@@ -65,10 +66,14 @@ class SlotRunner:
 
     @torch.inference_mode()
     def forward(
-        self, work: Sequence[tuple[int, torch.Tensor]], hidden: tuple[HiddenKey, ...] = ()
+        self,
+        work: Sequence[tuple[int, torch.Tensor]],
+        hidden: tuple[HiddenKey, ...] = (),
+        n_logits: int | None = None,
     ) -> list[RunnerOutput]:
         """work: (slot, new token ids [n]) pairs, slots distinct. Appends each slot's tokens at its
-        length; returns, per pair, logits [n, V] for every new position and hidden[key] [n, H]."""
+        length; returns, per pair, logits for its last n_logits new positions (None: all of them;
+        0: none, e.g. a prefill whose next token is decided later) and hidden[key] [n, H]."""
         r = self.r
         slots = [s for s, _ in work]
         if len(set(slots)) != len(slots):
@@ -107,15 +112,23 @@ class SlotRunner:
         keep = tuple(h for h in hidden if h != FINAL)
         x, kept = r.decoder(r.embed(ids_pad), cos, sin, mask, r.row_major(b * n_max), store, window, keep)
         valid = [(s - lo, int(ids.shape[-1])) for s, ids in work]
-        flat = torch.cat([x[i, :n] for i, n in valid])  # only real rows reach the head
-        normed = r._rms(flat, r.norm_w)
-        logits = r.lm_head(normed, r.row_major(flat.shape[0]))
+        wanted = [n if n_logits is None else min(n, n_logits) for _, n in valid]
+        starts = list(accumulate(n for _, n in valid))
+        starts = [end - n for end, (_, n) in zip(starts, valid, strict=True)]
+        normed = None
+        if FINAL in hidden:  # the final-norm state of every new row
+            normed = r._rms(torch.cat([x[i, :n] for i, n in valid]), r.norm_w)
+            tails = [normed[a + n - m : a + n] for a, (_, n), m in zip(starts, valid, wanted, strict=True)]
+        else:  # only the rows that need logits reach the final norm and the head
+            tails = [r._rms(x[i, n - m : n], r.norm_w) for (i, n), m in zip(valid, wanted, strict=True)]
+        rows = sum(wanted)
+        logits = r.lm_head(torch.cat(tails), r.row_major(rows)) if rows else None
         outs, at = [], 0
-        for (s, _), (i, n) in zip(work, valid, strict=True):
+        for (s, _), (i, n), m, a in zip(work, valid, wanted, starts, strict=True):
             h = {key: kept[key][i, :n] for key in keep}
-            if FINAL in hidden:
-                h[FINAL] = normed[at : at + n]
-            outs.append(RunnerOutput(logits[at : at + n], h))
+            if normed is not None:
+                h[FINAL] = normed[a : a + n]
+            outs.append(RunnerOutput(None if logits is None else logits[at : at + m], h))
             self.lengths[s] += n
-            at += n
+            at += m
         return outs

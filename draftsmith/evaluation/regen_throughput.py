@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from draftsmith.engine.batch_sampler import BatchSampler
 from draftsmith.engine.lean_llama import LeanLlamaRunner
+from draftsmith.engine.slots import SlotRunner
 from draftsmith.errors import DraftsmithError
 
 
@@ -34,19 +34,22 @@ class ThroughputPoint:
 def decode_throughput(runner, batch: int, context: int, steps: int = 8, seed: int = 0) -> tuple[float, float]:
     """(median step ms, tok/s) of `batch` slots whose contexts are spread around `context` tokens."""
     g = torch.Generator().manual_seed(seed)
-    sampler = BatchSampler(runner, batch, context * 2 + steps + 2)
-    dev = sampler.k.device
+    slots = SlotRunner(runner, batch, context * 2 + steps + 2)
     # contexts spread over [context/2, 3*context/2]: slots in a real run are at different lengths
-    lengths = torch.randint(context // 2, context * 3 // 2, (batch,), generator=g).to(dev)
-    tokens = torch.randint(0, runner.vocab_size, (batch,), generator=g).to(dev)
-    sampler._step(tokens, lengths)  # warm-up (kernel selection, allocations)
+    # (the timing needs positions, not meaningful cache contents)
+    slots.lengths = torch.randint(context // 2, context * 3 // 2, (batch,), generator=g).tolist()
+    tokens = torch.randint(0, runner.vocab_size, (batch,), generator=g).to(slots.device)
+
+    def step(tokens: torch.Tensor) -> torch.Tensor:
+        outs = slots.forward([(s, tokens[s : s + 1]) for s in range(batch)], n_logits=1)
+        return torch.cat([o.logits for o in outs])
+
+    step(tokens)  # warm-up (kernel selection, allocations)
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
-        logits = sampler._step(tokens, lengths)
-        tokens = logits.argmax(-1)
+        tokens = step(tokens).argmax(-1)
         times.append(time.perf_counter() - t0)
-        lengths += 1
     ms = sorted(times)[len(times) // 2] * 1e3
     return ms, batch / (ms / 1e3)
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import uvicorn
 from fastapi import FastAPI
@@ -66,8 +68,50 @@ def build_app(
 
 
 def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
-    """Run until interrupted (Ctrl-C stops the engine cleanly through the app's lifespan)."""
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    """Run until interrupted: HTTP on a background thread, decoding on this (the main) thread, so
+    all torch work stays on the thread that loaded the model (see `SerialEngine.run_here`)."""
+    engine = app.state.engine
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
+    http = threading.Thread(target=_low_priority(server.run), name="draftsmith-http", daemon=True)
+    engine._thread = threading.current_thread()  # the lifespan's start() must not spawn a thread
+
+    def interrupt(signum: int, frame: object) -> None:  # SIGTERM stops as cleanly as Ctrl-C
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    http.start()
+    while not server.started:
+        if not http.is_alive():
+            raise DraftsmithError(f"the server could not start on {host}:{port} (see the log above)")
+        time.sleep(0.05)
+    try:
+        engine.run_here()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.should_exit = True
+        engine.stop()
+        http.join(timeout=15)
+
+
+def _low_priority(fn: Callable[[], None]) -> Callable[[], None]:
+    """Run fn on a thread niced below the decode loop (threads it starts inherit that).
+
+    Each streamed token wakes the HTTP thread; on a machine whose cores all run the decode step's
+    thread team, such a wakeup preempts a team thread and the whole parallel region waits for it.
+    A lower priority lets the scheduler run the HTTP work in the step's gaps instead."""
+
+    def run() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), HTTP_NICE)
+        except (AttributeError, OSError):  # not Linux, or not allowed: run at normal priority
+            pass
+        fn()
+
+    return run
+
+
+HTTP_NICE = 10
 
 
 class BackgroundServer:
