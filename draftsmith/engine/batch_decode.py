@@ -93,8 +93,10 @@ class BatchDecoder:
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, float] = {}  # per method: running mean seconds per proposal
+        self.cost_scale = 1.0  # measured verify time / the table's, running mean
         self.steps = 0
         self._explore_at = 1
+        self._explored = 0  # requests that explored so far (the turn order)
         self._drafting = True
 
     @property
@@ -172,8 +174,15 @@ class BatchDecoder:
         # every few steps draft in full, whatever pays, so the acceptance history and drafting-time
         # estimates stay current (often while drafting pays, rarely while it does not)
         explore = self.steps >= self._explore_at
+        explorers: set[int] = set()
         if explore:
             self._explore_at = self.steps + (8 if self._drafting else 32)
+            # while drafting pays every request drafts anyway; while it does not, a couple of
+            # requests (in turn) draft in full, which keeps the estimates current at a small cost
+            if self.schedule != "fixed" and not self._drafting:
+                turn = [runs[(self._explored + i) % len(runs)].slot for i in range(min(2, len(runs)))]
+                explorers = set(turn)
+                self._explored += len(turn)
         elif self.schedule != "fixed":
             self._drafting = self._drafting_pays(runs)
         t0 = now(dev)
@@ -182,7 +191,8 @@ class BatchDecoder:
             room = run.progress.room(int(run.tokens.shape[0]), self.capacity)
             if room <= 0:
                 continue
-            k = min(run.k, room - 1) if explore or self._drafting else 0
+            drafting = self._drafting or run.slot in explorers or (explore and not explorers)
+            k = min(run.k, room - 1) if drafting else 0
             if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
                 k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
             try:
@@ -205,6 +215,9 @@ class BatchDecoder:
         hidden = tuple(dict.fromkeys(key for run in live for key in run.drafter.hidden_layers))
         outs = self.runner.forward(work, hidden)
         t2 = now(dev)
+        if self.cost is not None:  # how fast the machine runs now against the table
+            ratio = (t2 - t1) / self.cost(len(work), depth + 1)
+            self.cost_scale = 0.9 * self.cost_scale + 0.1 * ratio if self.steps > 1 else ratio
         for run, out in zip(live, outs, strict=True):
             d = drafts[run.slot]
             n_ctx = int(run.tokens.shape[0])
@@ -258,7 +271,8 @@ class BatchDecoder:
         survivals = [survival_from_history(self.history(run), run.k) for run in drafting]
         depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
         expected = b + sum(sum(s[:depth]) for s in survivals)
-        seconds = sum(self.draft_time.get(run.drafter.name, 0.0) for run in drafting)
+        # drafting time is measured live, the table once: put both on the live clock
+        seconds = sum(self.draft_time.get(run.drafter.name, 0.0) for run in drafting) / self.cost_scale
         return depth > 0 and expected / (seconds + self.cost(b, depth + 1)) > b / self.cost(b, 1)
 
     def _uniform_cost(self, b: int, rows: int) -> float:
