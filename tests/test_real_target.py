@@ -17,7 +17,18 @@ PROMPTS = [
 ]
 
 
+_HF_GREEDY: dict[tuple, list[int]] = {}
+
+
 def hf_greedy(target, ids, n):
+    """transformers' greedy continuation (computed once per prompt: every method compares to it)."""
+    key = (target.name, tuple(ids), n)
+    if key not in _HF_GREEDY:
+        _HF_GREEDY[key] = _hf_greedy(target, ids, n)
+    return _HF_GREEDY[key]
+
+
+def _hf_greedy(target, ids, n):
     with torch.inference_mode():
         out = target.model.generate(
             torch.tensor([ids]),
