@@ -14,14 +14,13 @@ import queue
 import time
 from collections.abc import Mapping
 
-from draftsmith.api import TextStream
 from draftsmith.drafters.base import Drafter
 from draftsmith.engine.batch_decode import BatchDecoder, Running
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
-from draftsmith.serving.engine import Failed, Finished, RequestHandle, TextDelta
+from draftsmith.serving.engine import Failed, Finished, RequestHandle
 from draftsmith.serving.metrics import ServerMetrics
-from draftsmith.serving.worker import FINISH_REASONS, SerialEngine
+from draftsmith.serving.worker import SerialEngine
 
 log = logging.getLogger("draftsmith.serving")
 
@@ -51,7 +50,7 @@ class BatchEngine(SerialEngine):
         self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost)
         self.max_context = self.decoder.capacity
         self._handles: dict[int, RequestHandle] = {}
-        self._streams: dict[int, tuple[TextStream, list[str]]] = {}
+        self._streamed: dict[int, list[str]] = {}  # per slot: the text deltas sent so far
 
     @property
     def batch_size(self) -> int:
@@ -91,21 +90,7 @@ class BatchEngine(SerialEngine):
     def _start(self, handle: RequestHandle) -> None:
         req = handle.request
         self.metrics.started(len(req.prompt_ids), time.perf_counter() - handle.submitted_at)
-        streamed: list[str] = []
-
-        def on_text(text: str) -> None:
-            streamed.append(text)
-            handle.emit(TextDelta(text))
-
-        stream = TextStream(self.target, on_text)
-        first = [True]
-
-        def on_tokens(tokens: list[int]) -> None:
-            ttft = time.perf_counter() - handle.submitted_at if first[0] else None
-            first[0] = False
-            self.metrics.tokens(len(tokens), ttft)
-            stream(tokens)
-
+        on_tokens, streamed = self._streaming(handle, cancellable=False)  # cancelled between steps
         try:
             run = self.decoder.add(
                 list(req.prompt_ids),
@@ -115,17 +100,11 @@ class BatchEngine(SerialEngine):
                 self.k,
                 on_tokens,
             )
-        except DraftsmithError as e:
-            self.metrics.count("error")
-            handle.emit(Failed(str(e), 400, "invalid_request"))
-            return
         except Exception as e:
-            log.exception("request %s failed at prefill", req.request_id)
-            self.metrics.count("error")
-            handle.emit(Failed(f"the engine failed on this request: {type(e).__name__}: {e}", 500))
+            handle.emit(self._failed(req, e))
             return
         self._handles[run.slot] = handle
-        self._streams[run.slot] = (stream, streamed)
+        self._streamed[run.slot] = streamed
 
     def _drop_cancelled(self) -> None:
         for slot, handle in list(self._handles.items()):
@@ -135,25 +114,16 @@ class BatchEngine(SerialEngine):
 
     def _end(self, slot: int, event: Failed | Finished) -> None:
         self.decoder.remove(slot)
-        self._streams.pop(slot, None)
+        self._streamed.pop(slot, None)
         handle = self._handles.pop(slot, None)
         if handle is not None:
             handle.emit(event)
 
     def _finish(self, run: Running) -> None:
         handle = self._handles[run.slot]
-        req = handle.request
         if run.error is not None:
-            log.error("request %s failed: %r", req.request_id, run.error)
-            self.metrics.count("error")
-            msg = f"the engine failed on this request: {type(run.error).__name__}: {run.error}"
-            self._end(run.slot, Failed(msg, 500))
+            self._end(run.slot, self._failed(handle.request, run.error))
             return
-        tokens = run.progress.new
-        text = self.target.decode(tokens)
-        sent = "".join(self._streams[run.slot][1])
-        if text.startswith(sent) and len(text) > len(sent):  # held-back characters (half a UTF-8 char)
-            handle.emit(TextDelta(text[len(sent) :]))
-        self.metrics.finished(req.method, run.stats, time.perf_counter() - handle.submitted_at)
-        finish = FINISH_REASONS.get(run.progress.finish or "length", "stop")
-        self._end(run.slot, Finished(text, finish, len(req.prompt_ids), len(tokens)))
+        finish = run.progress.finish or "length"
+        streamed = self._streamed[run.slot]
+        self._end(run.slot, self._finished(handle, run.progress.new, finish, run.stats, streamed))

@@ -13,7 +13,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from draftsmith.api import TextStream
 from draftsmith.drafters.base import Drafter
@@ -189,25 +189,9 @@ class SerialEngine:
             self.metrics.count("cancelled")
             handle.emit(Failed("cancelled by the client", 499, "cancelled"))
             return
-        started = time.perf_counter()
-        self.metrics.started(len(req.prompt_ids), started - handle.submitted_at)
+        self.metrics.started(len(req.prompt_ids), time.perf_counter() - handle.submitted_at)
         target = self.target
-        streamed: list[str] = []
-
-        def on_text(text: str) -> None:
-            streamed.append(text)
-            handle.emit(TextDelta(text))
-
-        stream = TextStream(target, on_text)
-        first = [True]
-
-        def on_tokens(tokens: list[int]) -> None:
-            if handle.cancelled or self._stopping.is_set():
-                raise _Cancelled
-            ttft = time.perf_counter() - handle.submitted_at if first[0] else None
-            first[0] = False
-            self.metrics.tokens(len(tokens), ttft)
-            stream(tokens)
+        on_tokens, streamed = self._streaming(handle, cancellable=True)
 
         try:
             result = speculative_generate(
@@ -227,28 +211,55 @@ class SerialEngine:
             else:
                 handle.emit(Failed("cancelled by the client", 499, "cancelled"))
             return
-        except DraftsmithError as e:  # bad input the routes could not see (e.g. drafter limits)
-            self.metrics.count("error")
-            handle.emit(Failed(str(e), 400, "invalid_request"))
-            return
         except Exception as e:
-            log.exception("request %s failed", req.request_id)
-            self.metrics.count("error")
-            handle.emit(Failed(f"the engine failed on this request: {type(e).__name__}: {e}", 500))
+            handle.emit(self._failed(req, e))
             return
-        text = target.decode(result.tokens)
+        handle.emit(self._finished(handle, result.tokens, result.finish_reason, result.stats, streamed))
+
+    def _streaming(
+        self, handle: RequestHandle, cancellable: bool
+    ) -> tuple[Callable[[list[int]], None], list[str]]:
+        """A request's token callback (metrics, text deltas) and the list of texts it has streamed.
+        cancellable: the callback aborts the decode loop (raises) once the client has left."""
+        streamed: list[str] = []
+
+        def on_text(text: str) -> None:
+            streamed.append(text)
+            handle.emit(TextDelta(text))
+
+        stream = TextStream(self.target, on_text)
+        first = [True]
+
+        def on_tokens(tokens: list[int]) -> None:
+            if cancellable and (handle.cancelled or self._stopping.is_set()):
+                raise _Cancelled
+            ttft = time.perf_counter() - handle.submitted_at if first[0] else None
+            first[0] = False
+            self.metrics.tokens(len(tokens), ttft)
+            stream(tokens)
+
+        return on_tokens, streamed
+
+    def _failed(self, req: GenerationRequest, error: Exception) -> Failed:
+        """The event for a request the engine could not finish: bad input it could only see
+        itself (e.g. drafter limits) is a 400, anything else a 500; counted either way."""
+        self.metrics.count("error")
+        if isinstance(error, DraftsmithError):
+            return Failed(str(error), 400, "invalid_request")
+        log.error("request %s failed: %s: %s", req.request_id, type(error).__name__, error, exc_info=error)
+        return Failed(f"the engine failed on this request: {type(error).__name__}: {error}", 500)
+
+    def _finished(
+        self, handle: RequestHandle, tokens: list[int], finish: str, stats, streamed: list[str]
+    ) -> Finished:
+        """Emit the text the stream held back (half a UTF-8 character), count the request, and
+        return its terminal event."""
+        req = handle.request
+        text = self.target.decode(tokens)
         sent = "".join(streamed)
-        if text.startswith(sent):
-            if len(text) > len(sent):  # characters the stream held back (e.g. half a UTF-8 char)
-                handle.emit(TextDelta(text[len(sent) :]))
-        else:  # cannot happen with prefix-stable tokenizers; the stream cannot take text back
+        if not text.startswith(sent):  # cannot happen with prefix-stable tokenizers
             log.warning("request %s: streamed text is not a prefix of the final text", req.request_id)
-        self.metrics.finished(req.method, result.stats, time.perf_counter() - handle.submitted_at)
-        handle.emit(
-            Finished(
-                text,
-                FINISH_REASONS.get(result.finish_reason, "stop"),
-                len(req.prompt_ids),
-                len(result.tokens),
-            )
-        )
+        elif len(text) > len(sent):
+            handle.emit(TextDelta(text[len(sent) :]))
+        self.metrics.finished(req.method, stats, time.perf_counter() - handle.submitted_at)
+        return Finished(text, FINISH_REASONS.get(finish, "stop"), len(req.prompt_ids), len(tokens))

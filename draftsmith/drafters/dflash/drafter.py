@@ -82,7 +82,7 @@ class DFlashDrafter(Drafter):
     def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
         """STS temperatures stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
-        model = cls.load_model(target, drafter)
+        model = cls.load_model(target, path)  # the shipped one is looked up once
         return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
