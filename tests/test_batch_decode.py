@@ -19,7 +19,7 @@ from draftsmith.drafters.mtp.drafter import MTPDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.batch_cost import BatchCost, measure
-from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
+from draftsmith.engine.batch_decode import BatchDecoder, DraftTime, batch_generate
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.draft_length import AcceptanceHistory
 from draftsmith.engine.runner import FINAL
@@ -212,8 +212,10 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
 
     def run(draft_seconds: float) -> tuple[list, int]:
         decoder = BatchDecoder(target.runner, 3, 64, "confidence", cost)
-        decoder.draft_time = {oracle.name: draft_seconds}
-        decoder._propose = lambda run, k: run.drafter.propose(run.tokens, k, run.params, run.rng)  # keep it
+        frozen = DraftTime()
+        frozen.observe(1, draft_seconds)
+        frozen.observe = lambda n, seconds: None  # keep it: the live clock would measure ~0 here
+        decoder.draft_time = {oracle.name: frozen}
         out = batch_generate(decoder, seqs, [oracle.fork() for _ in seqs], stop)
         return [t for t, _, _ in out], sum(s.drafted for _, _, s in out)
 
@@ -221,3 +223,53 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
     slow_tokens, slow_drafted = run(10.0)
     assert cheap_tokens == ref and slow_tokens == ref
     assert cheap_drafted > 3 * slow_drafted > 0  # slow: only the exploring steps draft
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+def test_batched_drafting_equals_drafting_one_by_one(dspark):
+    """DFlash/DSpark forks draft in one forward (each over its own context, padded to the longest):
+    the drafts, their distributions and DSpark's confidences are those of drafting alone."""
+    target = tiny_target()
+    base = (
+        DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+        if dspark
+        else (DFlashDrafter.build(target, drafter=make_drafter(target, dspark=False)))
+    )
+    base.threshold = 0.3 if dspark else 0.0  # some drafts stop early on their own survival
+    seqs = [torch.tensor(p) for p in prompts(4)]
+    runner = SlotRunner(target.runner, len(seqs), 64)
+    forks = [base.fork() for _ in seqs]
+    for slot, (fork, ids) in enumerate(zip(forks, seqs, strict=True)):
+        hidden = (
+            runner.forward([(slot, ids[:-1])], fork.hidden_layers, n_logits=0)[0].hidden
+            if len(ids) > 1
+            else {}
+        )
+        fork.start(ids, hidden, 64)
+    ks = [5, 2, 4, 0]
+    params = [SamplingParams(), SamplingParams(temperature=0.8), SamplingParams(), SamplingParams()]
+    gens = [None, torch.Generator().manual_seed(1), None, None]
+    together = type(base).propose_batch(forks, seqs, ks, params, gens)
+    confidences = [list(f.confidences) for f in forks]
+    gens[1] = torch.Generator().manual_seed(1)
+    for i, (fork, ids) in enumerate(zip(forks, seqs, strict=True)):
+        alone = fork.propose(ids, ks[i], params[i], gens[i])
+        assert together[i].tokens.tolist() == alone.tokens.tolist()
+        assert len(together[i].tokens) <= ks[i]
+        if alone.probs is None:
+            assert together[i].probs is None
+        else:
+            torch.testing.assert_close(together[i].probs, alone.probs, atol=1e-5, rtol=1e-4)
+        assert confidences[i] == pytest.approx(fork.confidences, abs=1e-5)
+    assert not dspark or any(len(d.tokens) < k for d, k in zip(together, ks, strict=True) if k)
+
+
+def test_drafting_time_scales_with_the_group_it_was_measured_on():
+    one = DraftTime()
+    assert one(4) == 0.0
+    one.observe(2, 0.02)
+    assert one(8) == pytest.approx(0.08)  # one group size seen: proportional
+    line = DraftTime()
+    for n, t in [(1, 0.011), (8, 0.018), (2, 0.012), (8, 0.018)]:
+        line.observe(n, t)
+    assert line(32) == pytest.approx(0.010 + 0.001 * 32, rel=0.05)  # batched: a + c n

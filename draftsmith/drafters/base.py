@@ -9,6 +9,7 @@ it those hidden states for every position the target has committed, at no extra 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -55,6 +56,26 @@ class Drafter:
         one that owns a cache outside `start` (a draft model's runner) overrides this.
         """
         return copy.copy(self)
+
+    def batch_key(self) -> object | None:
+        """Drafters whose keys are equal (not None) draft together in one `propose_batch` call.
+
+        In a batch every request has its own fork; forks of one drafter share its weights, so one
+        forward over all of them reads the weights once instead of once per request."""
+        return None
+
+    @classmethod
+    def propose_batch(
+        cls,
+        drafters: Sequence[Drafter],
+        tokens: Sequence[torch.Tensor],
+        ks: Sequence[int],
+        params: Sequence[SamplingParams],
+        generators: Sequence[torch.Generator | None],
+    ) -> list[Draft]:
+        """`propose` for several requests (drafters with one `batch_key`); one by one by default."""
+        each = zip(drafters, tokens, ks, params, generators, strict=True)
+        return [d.propose(t, k, p, g) for d, t, k, p, g in each]
 
     def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
         """A new sequence of at most max_len tokens. hidden: target states for prompt[:-1]."""

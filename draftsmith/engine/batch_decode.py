@@ -1,7 +1,8 @@
 """Batched speculative decoding: many requests, each with its own drafter, share every verify step.
 
 A round is the single-request round (decode.py) done for all active slots at once: each request's
-drafter proposes (its own state; drafting is per request), the scheduler picks how many draft
+drafter proposes (its own state; forks of one drafter that can draft together, DFlash and DSpark,
+run one forward for all their requests: `Drafter.propose_batch`), the scheduler picks how many draft
 tokens the step verifies (schedule.py), one slot-runner forward scores [last token + draft] for
 every slot, and each request verifies, commits (`Progress.commit`, the same stop rules) and rolls
 its slot back to what it accepted. A request's greedy output equals its single-request decoding:
@@ -15,6 +16,7 @@ batching.
 from __future__ import annotations
 
 import time
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,6 +66,35 @@ class Running:
         return self.progress.finish is not None
 
 
+class DraftTime:
+    """Seconds one drafting call takes for n requests of one method, from recent calls.
+
+    Drafters that draft a group in one forward (DFlash, DSpark) cost far less than n single
+    calls, so this fits a line a + c * n (least squares, both terms >= 0) over the recent calls'
+    group sizes; while only one size was seen, time scales in proportion to n."""
+
+    def __init__(self, window: int = 32) -> None:
+        self.calls: deque[tuple[int, float]] = deque(maxlen=window)
+
+    def observe(self, n: int, seconds: float) -> None:
+        self.calls.append((n, seconds))
+
+    def __call__(self, n: int) -> float:
+        if not self.calls:
+            return 0.0
+        sizes = [size for size, _ in self.calls]
+        times = [t for _, t in self.calls]
+        mean_n, mean_t = sum(sizes) / len(sizes), sum(times) / len(times)
+        spread = sum((size - mean_n) ** 2 for size in sizes)
+        if spread == 0:
+            return mean_t * n / mean_n
+        slope = max(sum((size - mean_n) * (t - mean_t) for size, t in self.calls) / spread, 0.0)
+        base = mean_t - slope * mean_n
+        if base < 0:  # through the origin instead
+            return n * sum(size * t for size, t in self.calls) / sum(size * size for size in sizes)
+        return base + slope * n
+
+
 class BatchDecoder:
     """Up to `slots` concurrent requests over one `SlotRunner` (capacity tokens per request).
 
@@ -92,7 +123,7 @@ class BatchDecoder:
         self.cost = cost
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
-        self.draft_time: dict[str, float] = {}  # per method: running mean seconds per proposal
+        self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
         self.cost_scale = 1.0  # measured verify time / the table's, running mean
         self.steps = 0
         self._explore_at = 1
@@ -187,6 +218,7 @@ class BatchDecoder:
             self._drafting = self._drafting_pays(runs)
         t0 = now(dev)
         drafts: dict[int, Draft] = {}
+        groups: dict[object, list[tuple[Running, int]]] = {}
         for run in runs:
             room = run.progress.room(int(run.tokens.shape[0]), self.capacity)
             if room <= 0:
@@ -195,10 +227,13 @@ class BatchDecoder:
             k = min(run.k, room - 1) if drafting else 0
             if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
                 k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
-            try:
-                drafts[run.slot] = self._propose(run, k) if k else Draft.empty(dev)
-            except Exception as e:  # one request's drafter must not take the batch down
-                run.fail(e)
+            if not k:
+                drafts[run.slot] = Draft.empty(dev)
+                continue
+            key = run.drafter.batch_key()
+            groups.setdefault(run.slot if key is None else key, []).append((run, k))
+        for group in groups.values():
+            drafts.update(self._propose(group))
         live = [run for run in runs if run.slot in drafts]
         if not live:
             return self._ended(runs)
@@ -250,14 +285,31 @@ class BatchDecoder:
             run.stats.total_s = now(self.runner.device) - run.started
         return done
 
-    def _propose(self, run: Running, k: int) -> Draft:
-        """Draft for one request, keeping a running mean of what a proposal costs per method."""
+    def _propose(self, group: list[tuple[Running, int]]) -> dict[int, Draft]:
+        """Draft for requests that share a drafter's weights in one call, timing it per method.
+        If the call fails, each request drafts alone, so a failure ends only its own request."""
+        runs = [run for run, _ in group]
         t0 = time.perf_counter()
-        draft = run.drafter.propose(run.tokens, k, run.params, run.rng)
-        seconds = time.perf_counter() - t0
-        name = run.drafter.name
-        self.draft_time[name] = 0.8 * self.draft_time.get(name, seconds) + 0.2 * seconds
-        return draft
+        try:
+            drafts = type(runs[0].drafter).propose_batch(
+                [run.drafter for run in runs],
+                [run.tokens for run in runs],
+                [k for _, k in group],
+                [run.params for run in runs],
+                [run.rng for run in runs],
+            )
+        except Exception as e:
+            if len(group) == 1:
+                runs[0].fail(e)
+                return {}
+            out: dict[int, Draft] = {}
+            for one in group:
+                out.update(self._propose([one]))
+            return out
+        self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(
+            len(runs), time.perf_counter() - t0
+        )
+        return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 
     def _drafting_pays(self, runs: list[Running]) -> bool:
         """Before drafting: is a speculative step worth its drafting time? Drafting is per request
@@ -272,7 +324,9 @@ class BatchDecoder:
         depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
         expected = b + sum(sum(s[:depth]) for s in survivals)
         # drafting time is measured live, the table once: put both on the live clock
-        seconds = sum(self.draft_time.get(run.drafter.name, 0.0) for run in drafting) / self.cost_scale
+        per_method = Counter(run.drafter.name for run in drafting)
+        seconds = sum(self.draft_time[m](n) for m, n in per_method.items() if m in self.draft_time)
+        seconds /= self.cost_scale
         return depth > 0 and expected / (seconds + self.cost(b, depth + 1)) > b / self.cost(b, 1)
 
     def _uniform_cost(self, b: int, rows: int) -> float:

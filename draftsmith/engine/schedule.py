@@ -11,8 +11,9 @@ running per-position acceptance of the method (`history`). A slot verifies min(d
 tokens. Greedy output never depends on the draft; sampled output stays exact because the early
 stop decides on each draft token from the tokens before it only (see `best_depth`).
 
-On a CPU, drafting runs per request while the verify step is shared, so drafting time grows with
-the batch; the batched decoder (batch_decode.py) therefore first asks whether drafting pays at
+Drafting time grows with the batch (per request for most drafters; one batched forward for
+DFlash/DSpark, which still grows with the rows it drafts) while a CPU's verify step is nearly
+free up to a few rows; the batched decoder (batch_decode.py) therefore first asks whether drafting pays at
 all this step (expected tokens per second with the measured drafting time, against a plain step)
 and runs plain steps when it does not.
 """

@@ -9,6 +9,7 @@ use to stop the draft early (prefix survival prod c_k below the threshold).
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
@@ -37,6 +38,10 @@ def shipped_drafter(method: str, target) -> Path | None:
         except DraftsmithError:
             continue
     return None
+
+
+def sigmoid(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
 class DFlashDrafter(Drafter):
@@ -111,51 +116,102 @@ class DFlashDrafter(Drafter):
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
         self._append(hidden)
 
-    @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
-        m, cfg = self.model, self.cfg
-        b = cfg.block_size
-        anchor_pos = tokens.shape[0] - 1
-        if self.n_ctx != anchor_pos:
-            raise RuntimeError(f"context cache out of sync: {self.n_ctx} states for anchor at {anchor_pos}")
-        ids = torch.full((1, b), cfg.mask_token_id, dtype=torch.long, device=tokens.device)
-        ids[0, 0] = tokens[-1]
-        pos = torch.arange(anchor_pos, anchor_pos + b, device=tokens.device)[None]
-        mask = torch.ones(1, b, self.n_ctx + b, dtype=torch.bool, device=tokens.device)
-        kv = [
-            (ck[:, :, : self.n_ctx], cv[:, :, : self.n_ctx])
-            for ck, cv in zip(self.ctx_k, self.ctx_v, strict=True)
-        ]
-        anchor_ctx = self.last_ctx.expand(1, b, -1) if cfg.anchor_context else None
-        first = self.first_slot
-        k = min(k, b - first)
-        states = m.backbone(ids, pos, kv, mask, anchor_ctx)[0, first : first + k]  # the block runs whole
-        base = m.base_logits(states).float()
-        chosen, dists, self.confidences, self.confidence_logits = [], [], [], []
-        prev = m.prev_index(tokens[-1:])[0]
-        survive = 1.0
-        for s in range(k):
-            logits = base[s] + m.markov_bias(prev).float() if cfg.markov_rank else base[s]
+        return self.propose_batch([self], [tokens], [k], [params], [generator])[0]
+
+    def batch_key(self) -> object | None:
+        return (type(self), id(self.model), self.threshold, self.temperatures)
+
+    @classmethod
+    @torch.inference_mode()
+    def propose_batch(cls, drafters, tokens, ks, params, generators) -> list[Draft]:
+        """One block pass for all requests (each attends over its own context), then the Markov
+        walk slot by slot for all of them at once; each request keeps its own k, sampling
+        parameters, generator, confidences and early stop."""
+        first = drafters[0]
+        m, cfg, dev = first.model, first.cfg, tokens[0].device
+        n, b, s0 = len(drafters), cfg.block_size, first.first_slot
+        anchors = [int(t.shape[0]) - 1 for t in tokens]
+        for d, a in zip(drafters, anchors, strict=True):
+            if d.n_ctx != a:
+                raise RuntimeError(f"context cache out of sync: {d.n_ctx} states for anchor at {a}")
+        ks = [min(k, b - s0) for k in ks]
+        depth = max(ks)
+        last = torch.stack([t[-1] for t in tokens])
+        ids = torch.full((n, b), cfg.mask_token_id, dtype=torch.long, device=dev)
+        ids[:, 0] = last
+        pos = torch.tensor(anchors, device=dev)[:, None] + torch.arange(b, device=dev)[None]
+        span = max(anchors)
+        mask = torch.ones(n, b, span + b, dtype=torch.bool, device=dev)
+        for i, a in enumerate(anchors):
+            mask[i, :, a:span] = False  # padding after a shorter context
+        anchor_ctx = None
+        if cfg.anchor_context:
+            anchor_ctx = torch.cat([d.last_ctx for d in drafters]).expand(n, b, -1)
+        states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx)[:, s0 : s0 + depth]
+        base = m.base_logits(states).float()  # [n, depth, Vd]
+        conf = None
+        chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
+        dists: list[list[torch.Tensor]] = [[] for _ in drafters]
+        survive = [1.0] * n
+        live = [k > 0 for k in ks]
+        for d in drafters:
+            d.confidences, d.confidence_logits = [], []
+        prev = m.prev_index(last)
+        for s in range(depth):
+            logits = base[:, s] + m.markov_bias(prev).float() if cfg.markov_rank else base[:, s]
             if cfg.confidence:
-                logit = float(m.confidence_logit(states[s], prev))
-                temp = self.temperatures[s] if s < len(self.temperatures) else 1.0
-                c = float(torch.sigmoid(torch.tensor(logit / temp)))
-                self.confidence_logits.append(logit)
-                self.confidences.append(c)
-                survive *= c
-                if s > 0 and survive < self.threshold:
-                    break
-            idx, q = draft_choice(logits, params, generator)
-            chosen.append(idx)
-            if q is not None:
-                dists.append(q)
-            prev = m.draft_row(idx)
-        out = m.d2t[torch.stack(chosen)] if chosen else torch.empty(0, dtype=torch.long, device=tokens.device)
-        probs = None
-        if dists:
-            probs = torch.zeros(len(dists), self.target_vocab, device=tokens.device)
-            probs[:, m.d2t] = torch.stack(dists)
-        return Draft(out, probs)
+                conf = m.confidence_logit(states[:, s], prev).float().tolist()
+            greedy = logits.argmax(-1)
+            picks = greedy.clone()
+            for i, d in enumerate(drafters):
+                live[i] = live[i] and s < ks[i]
+                if not live[i]:
+                    continue
+                if conf is not None:
+                    temp = d.temperatures[s] if s < len(d.temperatures) else 1.0
+                    c = sigmoid(conf[i] / temp)
+                    d.confidence_logits.append(conf[i])
+                    d.confidences.append(c)
+                    survive[i] *= c
+                    if s > 0 and survive[i] < d.threshold:
+                        live[i] = False
+                        continue
+                if not params[i].greedy:
+                    picks[i], q = draft_choice(logits[i], params[i], generators[i])
+                    dists[i].append(q)
+                chosen[i].append(picks[i])
+            if not any(live):
+                break
+            prev = m.draft_row(picks)
+        drafts = []
+        for i in range(n):
+            out = m.d2t[torch.stack(chosen[i])] if chosen[i] else torch.empty(0, dtype=torch.long, device=dev)
+            probs = None
+            if dists[i]:
+                probs = torch.zeros(len(dists[i]), first.target_vocab, device=dev)
+                probs[:, m.d2t] = torch.stack(dists[i])
+            drafts.append(Draft(out, probs))
+        return drafts
+
+    @staticmethod
+    def _context(drafters, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per draft layer, the requests' context keys/values as [n, kv_heads, span, d] (a view for
+        one request; padded copies for several, masked out where a context is shorter)."""
+        if len(drafters) == 1:
+            d = drafters[0]
+            return [(ck[:, :, :span], cv[:, :, :span]) for ck, cv in zip(d.ctx_k, d.ctx_v, strict=True)]
+        kv = []
+        for layer in range(len(drafters[0].ctx_k)):
+            pair = []
+            for cache in ("ctx_k", "ctx_v"):
+                one = getattr(drafters[0], cache)[layer]
+                out = one.new_zeros(len(drafters), one.shape[1], span, one.shape[3])
+                for i, d in enumerate(drafters):
+                    out[i, :, : d.n_ctx] = getattr(d, cache)[layer][0, :, : d.n_ctx]
+                pair.append(out)
+            kv.append(tuple(pair))
+        return kv
 
 
 class DSparkDrafter(DFlashDrafter):
