@@ -273,3 +273,31 @@ def test_drafting_time_scales_with_the_group_it_was_measured_on():
     for n, t in [(1, 0.011), (8, 0.018), (2, 0.012), (8, 0.018)]:
         line.observe(n, t)
     assert line(32) == pytest.approx(0.010 + 0.001 * 32, rel=0.05)  # batched: a + c n
+
+
+def test_batched_accept_fills_each_context_cache_as_accepting_alone():
+    target = tiny_target()
+    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    seqs = [torch.tensor(p) for p in prompts(8) if len(p) >= 5][:3]
+    assert len(seqs) == 3
+    runner = SlotRunner(target.runner, len(seqs), 64)
+    hidden = [
+        runner.forward([(s, ids)], base.hidden_layers, n_logits=0)[0].hidden for s, ids in enumerate(seqs)
+    ]
+    together, alone = [base.fork() for _ in seqs], [base.fork() for _ in seqs]
+    for forks in (together, alone):
+        for fork, ids, h in zip(forks, seqs, hidden, strict=True):
+            fork.start(ids, {key: v[: len(ids) - 3] for key, v in h.items()}, 64)  # 3 rows left over
+    sizes = [3, 1, 2]
+    new = [
+        {key: v[len(ids) - 3 : len(ids) - 3 + n] for key, v in h.items()}
+        for ids, h, n in zip(seqs, hidden, sizes, strict=True)
+    ]
+    type(base).accept_batch(together, seqs, sizes, new)
+    for fork, ids, n, h in zip(alone, seqs, sizes, new, strict=True):
+        fork.accept(ids, n, h)
+    for a, b in zip(together, alone, strict=True):
+        assert a.n_ctx == b.n_ctx
+        torch.testing.assert_close(a.last_ctx, b.last_ctx, atol=1e-5, rtol=1e-4)
+        for ka, kb in zip(a.ctx_k + a.ctx_v, b.ctx_k + b.ctx_v, strict=True):
+            torch.testing.assert_close(ka[:, :, : a.n_ctx], kb[:, :, : b.n_ctx], atol=1e-5, rtol=1e-4)

@@ -77,6 +77,18 @@ class Drafter:
         each = zip(drafters, tokens, ks, params, generators, strict=True)
         return [d.propose(t, k, p, g) for d, t, k, p, g in each]
 
+    @classmethod
+    def accept_batch(
+        cls,
+        drafters: Sequence[Drafter],
+        tokens: Sequence[torch.Tensor],
+        n_new: Sequence[int],
+        hidden: Sequence[dict[HiddenKey, torch.Tensor]],
+    ) -> None:
+        """`accept` for several requests (drafters with one `batch_key`); one by one by default."""
+        for d, t, n, h in zip(drafters, tokens, n_new, hidden, strict=True):
+            d.accept(t, n, h)
+
     def start(self, prompt: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor], max_len: int) -> None:
         """A new sequence of at most max_len tokens. hidden: target states for prompt[:-1]."""
 

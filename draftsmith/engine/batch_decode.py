@@ -253,6 +253,7 @@ class BatchDecoder:
         if self.cost is not None:  # how fast the machine runs now against the table
             ratio = (t2 - t1) / self.cost(len(work), depth + 1)
             self.cost_scale = 0.9 * self.cost_scale + 0.1 * ratio if self.steps > 1 else ratio
+        accepts: dict[object, list[tuple[Running, int, dict]]] = {}
         for run, out in zip(live, outs, strict=True):
             d = drafts[run.slot]
             n_ctx = int(run.tokens.shape[0])
@@ -267,16 +268,38 @@ class BatchDecoder:
             try:
                 if run.on_tokens and emitted:
                     run.on_tokens(emitted)
-                if run.finished:
-                    continue
-                run.tokens = torch.cat([run.tokens, torch.tensor(emitted, dtype=torch.long, device=dev)])
-                keep = {key: out.hidden[key][: n_acc + 1] for key in run.drafter.hidden_layers}
-                run.drafter.accept(run.tokens, n_acc + 1, keep)
             except Exception as e:
                 run.fail(e)
+            if run.finished:
                 continue
-            run.progress.room(int(run.tokens.shape[0]), self.capacity)  # ends it at the budget
+            run.tokens = torch.cat([run.tokens, torch.tensor(emitted, dtype=torch.long, device=dev)])
+            keep = {key: out.hidden[key][: n_acc + 1] for key in run.drafter.hidden_layers}
+            key = run.drafter.batch_key()
+            accepts.setdefault(run.slot if key is None else key, []).append((run, n_acc + 1, keep))
+        for group in accepts.values():
+            self._accept(group)
+        for run in runs:
+            if not run.finished:
+                run.progress.room(int(run.tokens.shape[0]), self.capacity)  # ends it at the budget
         return self._ended(runs)
+
+    def _accept(self, group: list[tuple[Running, int, dict]]) -> None:
+        """Hand the kept target states to drafters that share weights in one call; if it fails,
+        one by one, so a failure ends only its own request."""
+        runs = [run for run, _, _ in group]
+        try:
+            type(runs[0].drafter).accept_batch(
+                [run.drafter for run in runs],
+                [run.tokens for run in runs],
+                [n for _, n, _ in group],
+                [keep for _, _, keep in group],
+            )
+        except Exception as e:
+            if len(group) == 1:
+                runs[0].fail(e)
+                return
+            for one in group:
+                self._accept([one])
 
     def _ended(self, runs: list[Running]) -> list[Running]:
         done = [run for run in runs if run.finished]

@@ -99,22 +99,40 @@ class DFlashDrafter(Drafter):
         self._append(hidden)
 
     def _append(self, hidden) -> None:
-        if not hidden:
-            return
-        feats = torch.cat([hidden[layer] for layer in self.cfg.target_layers], -1)[None]
-        feats = feats.to(self.model.fc.weight.dtype)
-        n = feats.shape[1]
-        pos = torch.arange(self.n_ctx, self.n_ctx + n, device=feats.device)[None]
-        ctx = self.model.fuse_context(feats)
-        self.last_ctx = ctx[:, -1:]
-        for i, layer in enumerate(self.model.layers):
+        if hidden:
+            self._append_all([self], [hidden])
+
+    @staticmethod
+    def _append_all(drafters, hiddens) -> None:
+        """Fuse and project the new target states of several requests in one pass (rows side by
+        side, each at its own positions), then write each request's rows into its own cache."""
+        first = drafters[0]
+        m = first.model
+        feats = torch.cat([torch.cat([h[layer] for layer in first.cfg.target_layers], -1) for h in hiddens])
+        feats = feats[None].to(m.fc.weight.dtype)
+        sizes = [int(h[first.cfg.target_layers[0]].shape[0]) for h in hiddens]
+        pos = torch.cat([torch.arange(d.n_ctx, d.n_ctx + n) for d, n in zip(drafters, sizes, strict=True)])
+        pos = pos.to(feats.device)[None]
+        ctx = m.fuse_context(feats)
+        ends = torch.tensor(sizes).cumsum(0).tolist()
+        for d, end in zip(drafters, ends, strict=True):
+            d.last_ctx = ctx[:, end - 1 : end]
+        for i, layer in enumerate(m.layers):
             k, v = layer.project_context(ctx, pos)
-            self.ctx_k[i][:, :, self.n_ctx : self.n_ctx + n] = k
-            self.ctx_v[i][:, :, self.n_ctx : self.n_ctx + n] = v
-        self.n_ctx += n
+            for d, n, end in zip(drafters, sizes, ends, strict=True):
+                d.ctx_k[i][:, :, d.n_ctx : d.n_ctx + n] = k[:, :, end - n : end]
+                d.ctx_v[i][:, :, d.n_ctx : d.n_ctx + n] = v[:, :, end - n : end]
+        for d, n in zip(drafters, sizes, strict=True):
+            d.n_ctx += n
 
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
         self._append(hidden)
+
+    @classmethod
+    def accept_batch(cls, drafters, tokens, n_new, hidden) -> None:
+        pairs = [(d, h) for d, h in zip(drafters, hidden, strict=True) if h]
+        if pairs:
+            cls._append_all([d for d, _ in pairs], [h for _, h in pairs])
 
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         return self.propose_batch([self], [tokens], [k], [params], [generator])[0]
