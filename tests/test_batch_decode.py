@@ -217,6 +217,8 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
         frozen.observe = lambda n, seconds: None  # keep it: the live clock would measure ~0 here
         decoder.draft_time = {oracle.name: frozen}
         out = batch_generate(decoder, seqs, [oracle.fork() for _ in seqs], stop)
+        assert all(v >= 0 for v in decoder.overhead.values())  # each kind of step it ran is timed
+        assert (False in decoder.overhead) == (draft_seconds > 0)
         return [t for t, _, _ in out], sum(s.drafted for _, _, s in out)
 
     cheap_tokens, cheap_drafted = run(0.0)  # drafting time is on the live clock (ms steps here)

@@ -444,3 +444,15 @@ def test_loadtest_drives_the_server(server, tmp_path, capsys):
     assert "plain" in report["server_tau"]
     assert "| users |" in capsys.readouterr().out
     assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_loadtest_prompts_take_the_suites_in_turn(tmp_path):
+    """A level sends the first n prompts: they must mix the suites, not exhaust the first one."""
+    from draftsmith.serving.loadtest import load_prompts
+
+    for name, n in (("a", 3), ("b", 1)):
+        (tmp_path / f"{name}.jsonl").write_text(
+            "\n".join(json.dumps({"prompt": f"{name}{i}", "chat": True}) for i in range(n))
+        )
+    prompts = load_prompts(f"{tmp_path / 'a.jsonl'},{tmp_path / 'b.jsonl'}", 3)
+    assert [text for text, _ in prompts] == ["a0", "b0", "a1", "a2"]

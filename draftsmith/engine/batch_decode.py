@@ -66,6 +66,9 @@ class Running:
         return self.progress.finish is not None
 
 
+EXPLORE_DEPTH = 3  # drafts per exploring request while drafting does not pay
+
+
 class DraftTime:
     """Seconds one drafting call takes for n requests of one method, from recent calls.
 
@@ -125,6 +128,9 @@ class BatchDecoder:
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
         self.cost_scale = 1.0  # measured verify time / the table's, running mean
+        self.overhead: dict[bool, float] = {}  # step time besides drafting and the forward, per slot
+        self._timing: tuple[bool, int, float] | None = None
+        self._proposing_s = 0.0
         self.steps = 0
         self._explore_at = 1
         self._explored = 0  # requests that explored so far (the turn order)
@@ -198,7 +204,19 @@ class BatchDecoder:
     @torch.inference_mode()
     def step(self) -> list[Running]:
         """One round for every running request; returns those that finished in it (still in their
-        slots until `remove`)."""
+        slots until `remove`). Times the whole step, so the drafting gate also sees what the
+        table does not hold (verifying, committing, feeding drafters), per slot, drafting or not."""
+        t0 = time.perf_counter()
+        self._timing = None
+        done = self._step()
+        if self._timing is not None:
+            drafted, b, measured = self._timing
+            per_slot = max(time.perf_counter() - t0 - measured, 0.0) / b
+            old = self.overhead.get(drafted)
+            self.overhead[drafted] = per_slot if old is None else 0.9 * old + 0.1 * per_slot
+        return done
+
+    def _step(self) -> list[Running]:
         dev = self.runner.device
         runs = list(self.running.values())
         self.steps += 1
@@ -210,7 +228,7 @@ class BatchDecoder:
             self._explore_at = self.steps + (8 if self._drafting else 32)
             # while drafting pays every request drafts anyway; while it does not, a couple of
             # requests (in turn) draft in full, which keeps the estimates current at a small cost
-            if self.schedule != "fixed" and not self._drafting:
+            if self.schedule != "fixed" and not self._drafting:  # a short draft: a cheaper step
                 turn = [runs[(self._explored + i) % len(runs)].slot for i in range(min(2, len(runs)))]
                 explorers = set(turn)
                 self._explored += len(turn)
@@ -225,6 +243,8 @@ class BatchDecoder:
                 continue
             drafting = self._drafting or run.slot in explorers or (explore and not explorers)
             k = min(run.k, room - 1) if drafting else 0
+            if run.slot in explorers:
+                k = min(k, EXPLORE_DEPTH)
             if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
                 k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
             if not k:
@@ -232,6 +252,7 @@ class BatchDecoder:
                 continue
             key = run.drafter.batch_key()
             groups.setdefault(run.slot if key is None else key, []).append((run, k))
+        self._proposing_s = 0.0
         for group in groups.values():
             drafts.update(self._propose(group))
         live = [run for run in runs if run.slot in drafts]
@@ -250,6 +271,7 @@ class BatchDecoder:
         hidden = tuple(dict.fromkeys(key for run in live for key in run.drafter.hidden_layers))
         outs = self.runner.forward(work, hidden)
         t2 = now(dev)
+        self._timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
         if self.cost is not None:  # how fast the machine runs now against the table
             ratio = (t2 - t1) / self.cost(len(work), depth + 1)
             self.cost_scale = 0.9 * self.cost_scale + 0.1 * ratio if self.steps > 1 else ratio
@@ -329,16 +351,17 @@ class BatchDecoder:
             for one in group:
                 out.update(self._propose([one]))
             return out
-        self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(
-            len(runs), time.perf_counter() - t0
-        )
+        seconds = time.perf_counter() - t0
+        self._proposing_s += seconds
+        self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(len(runs), seconds)
         return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 
     def _drafting_pays(self, runs: list[Running]) -> bool:
-        """Before drafting: is a speculative step worth its drafting time? Drafting is per request
-        (it grows with the batch) while the verify step is shared, so at some concurrency plain
-        steps win; this compares expected tokens per second both ways, from each method's
-        acceptance history, its measured drafting time and the step-cost table."""
+        """Before drafting: is a speculative step worth its drafting time? Drafting grows with the
+        batch while the verify step is shared, so at some concurrency plain steps win; this
+        compares expected tokens per second both ways, from each method's acceptance history, its
+        measured drafting time, the measured time each kind of step spends outside drafting and
+        the forward, and the step-cost table."""
         drafting = [run for run in runs if run.k]
         if self.cost is None or not drafting:
             return bool(drafting)
@@ -349,8 +372,14 @@ class BatchDecoder:
         # drafting time is measured live, the table once: put both on the live clock
         per_method = Counter(run.drafter.name for run in drafting)
         seconds = sum(self.draft_time[m](n) for m, n in per_method.items() if m in self.draft_time)
-        seconds /= self.cost_scale
-        return depth > 0 and expected / (seconds + self.cost(b, depth + 1)) > b / self.cost(b, 1)
+        drafting_s = (seconds + b * self._overhead(True)) / self.cost_scale + self.cost(b, depth + 1)
+        plain_s = b * self._overhead(False) / self.cost_scale + self.cost(b, 1)
+        return depth > 0 and expected / drafting_s > b / plain_s
+
+    def _overhead(self, drafted: bool) -> float:
+        """Measured per-slot step time outside drafting and the forward, for drafting or plain
+        steps (the other kind's while only one was seen)."""
+        return self.overhead.get(drafted, self.overhead.get(not drafted, 0.0))
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""

@@ -17,6 +17,7 @@ import math
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 
 import httpx
@@ -304,13 +305,13 @@ def parse_concurrency(text: str) -> list[int]:
 
 
 def load_prompts(suites: str, limit: int) -> list[tuple[str, bool]]:
-    """(text, chat) pairs from draftsmith's suites (names or .jsonl files), `limit` per suite."""
+    """(text, chat) pairs from draftsmith's suites (names or .jsonl files), `limit` per suite,
+    interleaved (one from each suite in turn), so the first n requests of a level mix the suites."""
     from draftsmith.evaluation.suites import load_suite
 
-    prompts = []
-    for name in [s.strip() for s in suites.split(",") if s.strip()]:
-        prompts += [(p.text, p.chat) for p in load_suite(name, limit)]
-    return prompts
+    names = [s.strip() for s in suites.split(",") if s.strip()]
+    per_suite = [[(p.text, p.chat) for p in load_suite(name, limit)] for name in names]
+    return [pair for turn in zip_longest(*per_suite) for pair in turn if pair is not None]
 
 
 def main(args) -> int:
