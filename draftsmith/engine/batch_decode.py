@@ -15,8 +15,7 @@ batching.
 
 from __future__ import annotations
 
-import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -69,12 +68,23 @@ class Running:
 EXPLORE_DEPTH = 3  # drafts per exploring request while drafting does not pay
 
 
-class DraftTime:
-    """Seconds one drafting call takes for n requests of one method, from recent calls.
+def group_key(run: Running) -> object:
+    """Requests whose drafters share a `batch_key` draft (and accept) in one call; others alone."""
+    try:
+        key = run.drafter.batch_key()
+        hash(key)
+    except Exception:
+        key = None
+    return ("slot", run.slot) if key is None else ("drafter", key)
 
-    Drafters that draft a group in one forward (DFlash, DSpark) cost far less than n single
-    calls, so this fits a line a + c * n (least squares, both terms >= 0) over the recent calls'
-    group sizes; while only one size was seen, time scales in proportion to n."""
+
+class DraftTime:
+    """Seconds one drafting call takes for n units of work of one method, from recent calls.
+
+    A unit is one request's draft position plus one (sum of k + 1 over the call's requests):
+    drafters that draft a group in one forward (DFlash, DSpark) cost far less than n single
+    calls, and their serial walk grows with k, so this fits a line a + c * n (least squares,
+    both terms >= 0) over recent calls; while only one size was seen, time scales with n."""
 
     def __init__(self, window: int = 32) -> None:
         self.calls: deque[tuple[int, float]] = deque(maxlen=window)
@@ -206,12 +216,12 @@ class BatchDecoder:
         """One round for every running request; returns those that finished in it (still in their
         slots until `remove`). Times the whole step, so the drafting gate also sees what the
         table does not hold (verifying, committing, feeding drafters), per slot, drafting or not."""
-        t0 = time.perf_counter()
+        t0 = now(self.runner.device)
         self._timing = None
         done = self._step()
         if self._timing is not None:
             drafted, b, measured = self._timing
-            per_slot = max(time.perf_counter() - t0 - measured, 0.0) / b
+            per_slot = max(now(self.runner.device) - t0 - measured, 0.0) / b
             old = self.overhead.get(drafted)
             self.overhead[drafted] = per_slot if old is None else 0.9 * old + 0.1 * per_slot
         return done
@@ -250,8 +260,7 @@ class BatchDecoder:
             if not k:
                 drafts[run.slot] = Draft.empty(dev)
                 continue
-            key = run.drafter.batch_key()
-            groups.setdefault(run.slot if key is None else key, []).append((run, k))
+            groups.setdefault(group_key(run), []).append((run, k))
         self._proposing_s = 0.0
         for group in groups.values():
             drafts.update(self._propose(group))
@@ -296,8 +305,7 @@ class BatchDecoder:
                 continue
             run.tokens = torch.cat([run.tokens, torch.tensor(emitted, dtype=torch.long, device=dev)])
             keep = {key: out.hidden[key][: n_acc + 1] for key in run.drafter.hidden_layers}
-            key = run.drafter.batch_key()
-            accepts.setdefault(run.slot if key is None else key, []).append((run, n_acc + 1, keep))
+            accepts.setdefault(group_key(run), []).append((run, n_acc + 1, keep))
         for group in accepts.values():
             self._accept(group)
         for run in runs:
@@ -334,7 +342,7 @@ class BatchDecoder:
         """Draft for requests that share a drafter's weights in one call, timing it per method.
         If the call fails, each request drafts alone, so a failure ends only its own request."""
         runs = [run for run, _ in group]
-        t0 = time.perf_counter()
+        t0 = now(self.runner.device)
         try:
             drafts = type(runs[0].drafter).propose_batch(
                 [run.drafter for run in runs],
@@ -351,9 +359,10 @@ class BatchDecoder:
             for one in group:
                 out.update(self._propose([one]))
             return out
-        seconds = time.perf_counter() - t0
+        seconds = now(self.runner.device) - t0
         self._proposing_s += seconds
-        self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(len(runs), seconds)
+        units = sum(k + 1 for _, k in group)
+        self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(units, seconds)
         return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 
     def _drafting_pays(self, runs: list[Running]) -> bool:
@@ -370,8 +379,14 @@ class BatchDecoder:
         depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
         expected = b + sum(sum(s[:depth]) for s in survivals)
         # drafting time is measured live, the table once: put both on the live clock
-        per_method = Counter(run.drafter.name for run in drafting)
-        seconds = sum(self.draft_time[m](n) for m, n in per_method.items() if m in self.draft_time)
+        calls: dict[object, list[Running]] = {}
+        for run in drafting:
+            calls.setdefault(group_key(run), []).append(run)
+        seconds = sum(
+            self.draft_time[group[0].drafter.name](sum(run.k + 1 for run in group))
+            for group in calls.values()
+            if group[0].drafter.name in self.draft_time
+        )
         drafting_s = (seconds + b * self._overhead(True)) / self.cost_scale + self.cost(b, depth + 1)
         plain_s = b * self._overhead(False) / self.cost_scale + self.cost(b, 1)
         return depth > 0 and expected / drafting_s > b / plain_s

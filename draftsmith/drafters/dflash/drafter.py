@@ -65,7 +65,7 @@ class DFlashDrafter(Drafter):
         self.threshold = confidence_threshold
         self.confidences: list[float] = []
         self.confidence_logits: list[float] = []  # raw, before STS
-        self.temperatures = temperatures  # STS, per slot (1.0 beyond the fitted ones)
+        self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
         self.n_ctx = 0
 
     @classmethod
@@ -95,6 +95,7 @@ class DFlashDrafter(Drafter):
         shape = (1, cfg.num_kv_heads, max_len + 1, cfg.head_dim)
         self.ctx_k = [torch.empty(shape, dtype=p.dtype, device=p.device) for _ in self.model.layers]
         self.ctx_v = [torch.empty(shape, dtype=p.dtype, device=p.device) for _ in self.model.layers]
+        self.last_ctx = torch.zeros(1, 1, cfg.hidden_size, dtype=p.dtype, device=p.device)  # no context yet
         self.n_ctx = 0
         self._append(hidden)
 
