@@ -78,6 +78,24 @@ def group_key(run: Running) -> object:
     return ("slot", run.slot) if key is None else ("drafter", key)
 
 
+def isolated(call: Callable[[list], object], group: list) -> object:
+    """call(group) for requests that share one drafter call; if it fails, each request alone, so
+    a failure ends only its own request (its run fails, the result is None)."""
+    try:
+        return call(group)
+    except Exception as e:
+        if len(group) == 1:
+            group[0][0].fail(e)
+            return None
+    results = [isolated(call, [one]) for one in group]
+    if all(r is None for r in results):
+        return None
+    merged: dict = {}
+    for r in results:
+        merged.update(r or {})
+    return merged
+
+
 class DraftTime:
     """Seconds one drafting call takes for n units of work of one method, from recent calls.
 
@@ -139,7 +157,6 @@ class BatchDecoder:
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
         self.cost_scale = 1.0  # measured verify time / the table's, running mean
         self.overhead: dict[bool, float] = {}  # step time besides drafting and the forward, per slot
-        self._timing: tuple[bool, int, float] | None = None
         self._proposing_s = 0.0
         self.steps = 0
         self._explore_at = 1
@@ -217,16 +234,16 @@ class BatchDecoder:
         slots until `remove`). Times the whole step, so the drafting gate also sees what the
         table does not hold (verifying, committing, feeding drafters), per slot, drafting or not."""
         t0 = now(self.runner.device)
-        self._timing = None
-        done = self._step()
-        if self._timing is not None:
-            drafted, b, measured = self._timing
+        done, timing = self._step()
+        if timing is not None:
+            drafted, b, measured = timing
             per_slot = max(now(self.runner.device) - t0 - measured, 0.0) / b
             old = self.overhead.get(drafted)
             self.overhead[drafted] = per_slot if old is None else 0.9 * old + 0.1 * per_slot
         return done
 
-    def _step(self) -> list[Running]:
+    def _step(self) -> tuple[list[Running], tuple[bool, int, float] | None]:
+        """The round; also (drafted?, slots, seconds of drafting + forward) when a forward ran."""
         dev = self.runner.device
         runs = list(self.running.values())
         self.steps += 1
@@ -263,10 +280,10 @@ class BatchDecoder:
             groups.setdefault(group_key(run), []).append((run, k))
         self._proposing_s = 0.0
         for group in groups.values():
-            drafts.update(self._propose(group))
+            drafts.update(isolated(self._propose, group) or {})
         live = [run for run in runs if run.slot in drafts]
         if not live:
-            return self._ended(runs)
+            return self._ended(runs), None
         depth = max(len(d.tokens) for d in drafts.values())
         if self.schedule != "fixed" and depth and not explore:
             survivals = [self._survival(run, len(drafts[run.slot].tokens)) for run in live]
@@ -280,7 +297,7 @@ class BatchDecoder:
         hidden = tuple(dict.fromkeys(key for run in live for key in run.drafter.hidden_layers))
         outs = self.runner.forward(work, hidden)
         t2 = now(dev)
-        self._timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
+        timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
         if self.cost is not None:  # how fast the machine runs now against the table
             ratio = (t2 - t1) / self.cost(len(work), depth + 1)
             self.cost_scale = 0.9 * self.cost_scale + 0.1 * ratio if self.steps > 1 else ratio
@@ -307,29 +324,22 @@ class BatchDecoder:
             keep = {key: out.hidden[key][: n_acc + 1] for key in run.drafter.hidden_layers}
             accepts.setdefault(group_key(run), []).append((run, n_acc + 1, keep))
         for group in accepts.values():
-            self._accept(group)
+            isolated(self._accept, group)
         for run in runs:
             if not run.finished:
                 run.progress.room(int(run.tokens.shape[0]), self.capacity)  # ends it at the budget
-        return self._ended(runs)
+        return self._ended(runs), timing
 
-    def _accept(self, group: list[tuple[Running, int, dict]]) -> None:
-        """Hand the kept target states to drafters that share weights in one call; if it fails,
-        one by one, so a failure ends only its own request."""
+    @staticmethod
+    def _accept(group: list[tuple[Running, int, dict]]) -> None:
+        """Hand the kept target states to drafters that share weights in one call."""
         runs = [run for run, _, _ in group]
-        try:
-            type(runs[0].drafter).accept_batch(
-                [run.drafter for run in runs],
-                [run.tokens for run in runs],
-                [n for _, n, _ in group],
-                [keep for _, _, keep in group],
-            )
-        except Exception as e:
-            if len(group) == 1:
-                runs[0].fail(e)
-                return
-            for one in group:
-                self._accept([one])
+        type(runs[0].drafter).accept_batch(
+            [run.drafter for run in runs],
+            [run.tokens for run in runs],
+            [n for _, n, _ in group],
+            [keep for _, _, keep in group],
+        )
 
     def _ended(self, runs: list[Running]) -> list[Running]:
         done = [run for run in runs if run.finished]
@@ -339,26 +349,16 @@ class BatchDecoder:
         return done
 
     def _propose(self, group: list[tuple[Running, int]]) -> dict[int, Draft]:
-        """Draft for requests that share a drafter's weights in one call, timing it per method.
-        If the call fails, each request drafts alone, so a failure ends only its own request."""
+        """Draft for requests that share a drafter's weights in one call, timing it per method."""
         runs = [run for run, _ in group]
         t0 = now(self.runner.device)
-        try:
-            drafts = type(runs[0].drafter).propose_batch(
-                [run.drafter for run in runs],
-                [run.tokens for run in runs],
-                [k for _, k in group],
-                [run.params for run in runs],
-                [run.rng for run in runs],
-            )
-        except Exception as e:
-            if len(group) == 1:
-                runs[0].fail(e)
-                return {}
-            out: dict[int, Draft] = {}
-            for one in group:
-                out.update(self._propose([one]))
-            return out
+        drafts = type(runs[0].drafter).propose_batch(
+            [run.drafter for run in runs],
+            [run.tokens for run in runs],
+            [k for _, k in group],
+            [run.params for run in runs],
+            [run.rng for run in runs],
+        )
         seconds = now(self.runner.device) - t0
         self._proposing_s += seconds
         units = sum(k + 1 for _, k in group)

@@ -181,8 +181,7 @@ class DFlashDrafter(Drafter):
             logits = base[:, s] + m.markov_bias(prev).float() if cfg.markov_rank else base[:, s]
             if cfg.confidence:
                 conf = m.confidence_logit(states[:, s], prev).float().tolist()
-            greedy = logits.argmax(-1)
-            picks = greedy.clone()
+            picks = logits.argmax(-1)  # sampled rows overwrite theirs
             for i, d in enumerate(drafters):
                 live[i] = live[i] and s < ks[i]
                 if not live[i]:
