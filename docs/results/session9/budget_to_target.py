@@ -20,18 +20,20 @@ from pathlib import Path
 R = Path(__file__).resolve().parents[1]
 steps_ms = {
     int(m[1]): float(m[2])
-    for m in re.finditer(r"^\| (\d+) \| ([\d.]+) \|", (R / "bench-session8/calibrate-before.md").read_text(), re.M)
+    for m in re.finditer(
+        r"^\| (\d+) \| ([\d.]+) \|", (R / "bench-session8/calibrate-before.md").read_text(), re.M
+    )
 }
-ENGINE_MS = float(re.search(r"engine overhead \| ([\d.]+)", (R / "bench-session8/plan-vs-measured.md").read_text())[1])
+ENGINE_MS = float(
+    re.search(r"engine overhead \| ([\d.]+)", (R / "bench-session8/plan-vs-measured.md").read_text())[1]
+)
 draft_ms = {}
 for line in (R / "bench-session8/plan-vs-measured.md").read_text().splitlines():
     cells = [c.strip() for c in line.strip("|").split("|")]
     if len(cells) == 10 and cells[1] == "dspark":
         draft_ms[cells[0]] = float(cells[4])
 bench = json.loads((R / "bench-session8/bench.json").read_text())
-position = {
-    s["suite"]: s["acceptance_by_position"] for s in bench["summaries"] if s["method"] == "dspark"
-}
+position = {s["suite"]: s["acceptance_by_position"] for s in bench["summaries"] if s["method"] == "dspark"}
 
 
 def step(n: int) -> float:
@@ -64,12 +66,15 @@ for method in ("dspark", "dflash"):
     print(f"{method}: held-out greedy tau (<= 3 drafts) = {a:.3f} + {b:.3f} * log2(steps); points {pts}")
 a, b, _ = fit("dspark")
 print()
-print("| suite | target | k | tau needed | tau now (1 + bench acceptance at 1..k) | gap | doublings of 2,000 steps | steps |")
+print("| suite | target | k | tau needed | tau now (1 + bench acc@1..k) | gap | doublings | steps |")
 print("|---|---|---|---|---|---|---|---|")
 for suite, target in (("humaneval", 2.0), ("gsm", 2.0), ("mtbench", 1.3), ("alpaca", 1.3)):
     for k, need, now in gaps(suite, target):
         if need > k + 1:
-            print(f"| {suite} | {target}x | {k} | {need:.2f} (> {k + 1}: impossible) | {now:.2f} | - | - | - |")
+            print(
+                f"| {suite} | {target}x | {k} | {need:.2f} (> {k + 1}: impossible) | {now:.2f} | - | - | - |"
+            )
             continue
         d = (need - now) / b
-        print(f"| {suite} | {target}x | {k} | {need:.2f} | {now:.2f} | +{need - now:.2f} | {d:.1f} | {2000 * 2**d:,.0f} |")
+        cells = [suite, f"{target}x", k, f"{need:.2f}", f"{now:.2f}", f"+{need - now:.2f}", f"{d:.1f}"]
+        print("| " + " | ".join(map(str, cells)) + f" | {2000 * 2**d:,.0f} |")
