@@ -77,6 +77,33 @@ def test_slot_runner_equals_the_single_runner_per_slot(arch):
         slots.rollback(0, 5)
 
 
+def test_a_lone_slot_steps_as_it_would_in_a_batch():
+    """One slot with work takes the single-request path (cache slices, no mask for one token); its
+    logits, hidden states and cache must equal the padded batched path's for the same step."""
+    target = tiny_target("llama")
+    seqs = prompts(2)
+    results = []
+    for partner in (False, True):
+        slots = SlotRunner(target.runner, 2, 64)
+        for s, ids in enumerate(seqs):
+            slots.forward([(s, torch.tensor(ids))], n_logits=0)
+        got = []
+        for new in ([5], [6, 7, 8], [9]):  # one-token and draft-sized steps
+            work = [(0, torch.tensor(new))] + ([(1, torch.tensor([3, 4]))] if partner else [])
+            out = slots.forward(work, hidden=(2, FINAL))[0]
+            got.append((out.logits, out.hidden[2], out.hidden[FINAL]))
+            if partner:
+                slots.rollback(1, len(seqs[1]))
+        n = slots.lengths[0]
+        results.append((got, slots.k[:, 0, :, :n].clone(), slots.v[:, 0, :, :n].clone()))
+    (alone, k_alone, v_alone), (batched, k_batched, v_batched) = results
+    for a, b in zip(alone, batched, strict=True):
+        for x, y in zip(a, b, strict=True):
+            torch.testing.assert_close(x, y, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(k_alone, k_batched, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(v_alone, v_batched, atol=1e-5, rtol=1e-5)
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
 @pytest.mark.parametrize("schedule", ["fixed", "history", "confidence"])
 def test_batched_greedy_equals_single_request_plain_for_every_method(arch, schedule):
@@ -225,6 +252,31 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
     slow_tokens, slow_drafted = run(10.0)
     assert cheap_tokens == ref and slow_tokens == ref
     assert cheap_drafted > 3 * slow_drafted > 0  # slow: only the exploring steps draft
+
+
+def test_the_gate_prices_each_kind_of_step_at_its_own_measured_speed():
+    """The table can be wrong about how much more a drafting step's extra rows cost (measured on
+    another day or path); the gate must price drafting steps at the live/table ratio seen on
+    drafting steps, not at the plain steps' ratio."""
+    target = tiny_target()
+    cost = lambda b, rows: 0.05 * (1 + 0.1 * (rows - 1))  # noqa: E731 - extra rows look cheap
+    decoder = BatchDecoder(target.runner, 2, 64, "confidence", cost)
+    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
+    stop = StopRule(8)
+    for p in prompts(2):
+        decoder.add(p, oracle.fork(), stop)
+    runs = list(decoder.running.values())
+    history = decoder.history(runs[0])
+    for _ in range(50):
+        history.update(2, 1)  # one of two drafts kept: ~1.5 tokens per round
+    decoder.draft_time = {oracle.name: DraftTime()}
+    decoder.draft_time[oracle.name].observe(6, 0.001)
+    decoder.cost_scale = {True: 1.0, False: 1.0}
+    assert decoder._drafting_pays(runs)  # as the table says: 3 rows for ~1.1x one
+    decoder.cost_scale = {True: 2.0, False: 1.0}  # drafting steps measured twice the table
+    assert not decoder._drafting_pays(runs)
+    decoder.cost_scale = {False: 1.0}  # no drafting step seen yet: the plain steps' ratio
+    assert decoder._drafting_pays(runs)
 
 
 @pytest.mark.parametrize("dspark", [False, True])

@@ -155,7 +155,10 @@ class BatchDecoder:
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
-        self.cost_scale = 1.0  # measured verify time / the table's, running mean
+        # measured forward time / the table's, running mean, for drafting and for plain steps apart:
+        # the machine drifts as a whole, and the table can also be off in how much more a
+        # multi-row step costs than a one-row step (measured on another day, or another code path)
+        self.cost_scale: dict[bool, float] = {}
         self.overhead: dict[bool, float] = {}  # step time besides drafting and the forward, per slot
         self._proposing_s = 0.0
         self.steps = 0
@@ -298,9 +301,10 @@ class BatchDecoder:
         outs = self.runner.forward(work, hidden)
         t2 = now(dev)
         timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
-        if self.cost is not None:  # how fast the machine runs now against the table
+        if self.cost is not None:  # how fast this kind of step runs now against the table
             ratio = (t2 - t1) / self.cost(len(work), depth + 1)
-            self.cost_scale = 0.9 * self.cost_scale + 0.1 * ratio if self.steps > 1 else ratio
+            old = self.cost_scale.get(depth > 0)
+            self.cost_scale[depth > 0] = ratio if old is None else 0.9 * old + 0.1 * ratio
         accepts: dict[object, list[tuple[Running, int, dict]]] = {}
         for run, out in zip(live, outs, strict=True):
             d = drafts[run.slot]
@@ -378,7 +382,7 @@ class BatchDecoder:
         survivals = [survival_from_history(self.history(run), run.k) for run in drafting]
         depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
         expected = b + sum(sum(s[:depth]) for s in survivals)
-        # drafting time is measured live, the table once: put both on the live clock
+        # drafting time is measured live, the table once: put the table on the live clock
         calls: dict[object, list[Running]] = {}
         for run in drafting:
             calls.setdefault(group_key(run), []).append(run)
@@ -387,14 +391,19 @@ class BatchDecoder:
             for group in calls.values()
             if group[0].drafter.name in self.draft_time
         )
-        drafting_s = (seconds + b * self._overhead(True)) / self.cost_scale + self.cost(b, depth + 1)
-        plain_s = b * self._overhead(False) / self.cost_scale + self.cost(b, 1)
+        drafting_s = seconds + b * self._overhead(True) + self.cost(b, depth + 1) * self._scale(True)
+        plain_s = b * self._overhead(False) + self.cost(b, 1) * self._scale(False)
         return depth > 0 and expected / drafting_s > b / plain_s
 
     def _overhead(self, drafted: bool) -> float:
         """Measured per-slot step time outside drafting and the forward, for drafting or plain
         steps (the other kind's while only one was seen)."""
         return self.overhead.get(drafted, self.overhead.get(not drafted, 0.0))
+
+    def _scale(self, drafted: bool) -> float:
+        """Live time / table time for drafting or plain steps (the other kind's while only one
+        was seen, 1 before any)."""
+        return self.cost_scale.get(drafted, self.cost_scale.get(not drafted, 1.0))
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""
