@@ -1,0 +1,20 @@
+#!/bin/bash
+# Issue 9's one-user check, one server at a time: for each method, start its server (batched,
+# as the load curves run it), compare it with in-process generate interleaved
+# (../serve-session8/server_vs_generate.py), stop it. Session 8's script kept both servers up at
+# once; with another large process resident the 24 GiB VM reclaimed memory in the kernel (50% sys
+# time) and the server read 0.79 of generate where alone it reads 0.92 (session 9).
+# Nothing else should run. Usage: docs/results/session9/server_vs_generate.sh OUT_DIR [METHOD=SCHEDULE ...]
+set -u
+D=${1:?usage: server_vs_generate.sh OUT_DIR [METHOD=SCHEDULE ...]}; shift; mkdir -p "$D"
+DS=${DS:-.venv/bin/draftsmith}
+ARMS=${*:-plain=fixed dspark=confidence}
+for arm in $ARMS; do
+  m=${arm%%=*}; s=${arm#*=}
+  $DS serve --method "$m" --schedule "$s" --max-batch 32 --max-len 640 --port 8131 > "$D/serve-$m.log" 2>&1 &
+  pid=$!
+  for i in $(seq 180); do curl -s --noproxy '*' http://127.0.0.1:8131/health | grep -q '"ok"' && break; sleep 1; done
+  .venv/bin/python "$(dirname "$0")/../serve-session8/server_vs_generate.py" "$D/server-vs-generate-$m.json" \
+    "$m=http://127.0.0.1:8131" | tee "$D/server-vs-generate-$m.txt"
+  kill -TERM $pid; wait $pid 2>/dev/null
+done
