@@ -18,7 +18,7 @@ from draftsmith.drafters.hybrid import HybridDrafter
 from draftsmith.drafters.mtp.drafter import MTPDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
-from draftsmith.engine.batch_cost import BatchCost, measure
+from draftsmith.engine.batch_cost import BatchCost, measure, monotone
 from draftsmith.engine.batch_decode import BatchDecoder, DraftTime, batch_generate
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.draft_length import AcceptanceHistory
@@ -173,6 +173,12 @@ def test_batch_cost_interpolates_and_measures_the_real_shapes():
     measured = measure(tiny_target().runner, slots=(1, 2), rows=(1, 3), context=8, repeats=1)
     assert set(measured.table) == {(1, 1), (1, 3), (2, 1), (2, 3)}
     assert all(t > 0 for t in measured.table.values())
+    for b, r in measured.table:  # measured tables come out monotone
+        assert measured.table[(b, r)] >= max(
+            [t for (b2, r2), t in measured.table.items() if b2 <= b and r2 <= r]
+        )
+    noisy = {(1, 1): 1.0, (1, 2): 0.9, (2, 1): 0.8, (2, 2): 1.5}  # a larger shape timed cheaper
+    assert monotone(noisy) == {(1, 1): 1.0, (1, 2): 1.0, (2, 1): 1.0, (2, 2): 1.5}
 
 
 def test_a_failing_drafter_ends_only_its_own_request():
