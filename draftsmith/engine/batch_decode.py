@@ -241,8 +241,7 @@ class BatchDecoder:
         if timing is not None:
             drafted, b, measured = timing
             per_slot = max(now(self.runner.device) - t0 - measured, 0.0) / b
-            old = self.overhead.get(drafted)
-            self.overhead[drafted] = per_slot if old is None else 0.9 * old + 0.1 * per_slot
+            _running_mean(self.overhead, drafted, per_slot)
         return done
 
     def _step(self) -> tuple[list[Running], tuple[bool, int, float] | None]:
@@ -303,8 +302,7 @@ class BatchDecoder:
         timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
         if self.cost is not None:  # how fast this kind of step runs now against the table
             ratio = (t2 - t1) / self.cost(len(work), depth + 1)
-            old = self.cost_scale.get(depth > 0)
-            self.cost_scale[depth > 0] = ratio if old is None else 0.9 * old + 0.1 * ratio
+            _running_mean(self.cost_scale, depth > 0, ratio)
         accepts: dict[object, list[tuple[Running, int, dict]]] = {}
         for run, out in zip(live, outs, strict=True):
             d = drafts[run.slot]
@@ -434,3 +432,9 @@ def batch_generate(
             results[index.pop(run.slot)] = (run.progress.new, run.progress.finish, run.stats)
             decoder.remove(run.slot)
     return results
+
+
+def _running_mean(means: dict[bool, float], key: bool, value: float) -> None:
+    """Fold one live measurement into a slowly moving mean: steps are noisy, the trend is what counts."""
+    old = means.get(key)
+    means[key] = value if old is None else 0.9 * old + 0.1 * value

@@ -239,6 +239,36 @@ class LeanLlamaRunner(ModelRunner):
                 kept[i + 1] = x
         return x, kept
 
+    def span_step(
+        self,
+        ids: torch.Tensor,
+        start: int,
+        keys: int,
+        cache: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        row_major: bool,
+        hidden: tuple[HiddenKey, ...],
+    ) -> tuple[torch.Tensor, dict[HiddenKey, torch.Tensor]]:
+        """Decode `ids` [1, n] at positions start.. of one contiguous cache (`cache(layer)` gives its
+        [1, kv, T, hd] K and V), attending to the first `keys` slots. Shared by this runner and a lone
+        slot of the batched one, so both take the same fast path: slices, no mask for one token."""
+        n = ids.shape[1]
+        end = start + n
+        # a query at position start+i sees keys 0..start+i (SDPA's is_causal aligns top-left, so build it)
+        mask = None if n == 1 else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
+
+        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
+            kc, vc = cache(i)
+            kc[:, :, start:end], vc[:, :, start:end] = k, v
+
+        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
+            kc, vc = cache(i)
+            return kc[:, :, :keys], vc[:, :, :keys]
+
+        x = self.embed(ids)
+        return self.decoder(x, cos[start:end], sin[start:end], mask, row_major, store, window, hidden)
+
     def _forward(self, ids: torch.Tensor, n_logits: int, hidden: tuple[HiddenKey, ...]) -> RunnerOutput:
         n_real = ids.shape[1]
         fixed = 0 < n_real <= self.fixed_rows
@@ -249,20 +279,9 @@ class LeanLlamaRunner(ModelRunner):
         if rows > n_real:
             ids = torch.cat([ids, ids[:, -1:].expand(1, rows - n_real)], dim=1)
         n, start = ids.shape[1], self.length
-        end = start + n
-        keys = round_up(end, KV_BLOCK) if fixed else end
-        cos, sin = self.cos[start:end], self.sin[start:end]
-        # a query at position start+i sees keys 0..start+i (SDPA's is_causal aligns top-left, so build it)
-        mask = None if n == 1 else torch.ones(n, keys, dtype=torch.bool, device=ids.device).tril(start)
-        x = self.embed(ids)
-
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
-            self.k_cache[i, :, :, start:end], self.v_cache[i, :, :, start:end] = k, v
-
-        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.k_cache[i, :, :, :keys], self.v_cache[i, :, :, :keys]
-
-        x, kept = self.decoder(x, cos, sin, mask, row_major, store, window, hidden)
+        keys = round_up(start + n, KV_BLOCK) if fixed else start + n
+        cache = lambda i: (self.k_cache[i], self.v_cache[i])  # noqa: E731
+        x, kept = self.span_step(ids, start, keys, cache, self.cos, self.sin, row_major, hidden)
         out: dict[HiddenKey, torch.Tensor] = {key: h[0, :n_real] for key, h in kept.items()}
         logits = None
         if n_logits or FINAL in hidden:

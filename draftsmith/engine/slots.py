@@ -144,19 +144,12 @@ class SlotRunner:
         r, n = self.r, int(ids.shape[-1])
         start = self.lengths[slot]
         end = start + n
-        dev = self.device
-        cos, sin = self.cos[start:end], self.sin[start:end]
-        mask = None if n == 1 else torch.ones(n, end, dtype=torch.bool, device=dev).tril(start)
         row = slice(slot, slot + 1)
-
-        def store(i: int, k: torch.Tensor, v: torch.Tensor) -> None:
-            self.k[i, row, :, start:end], self.v[i, row, :, start:end] = k, v
-
-        def window(i: int) -> tuple[torch.Tensor, torch.Tensor]:
-            return self.k[i, row, :, :end], self.v[i, row, :, :end]
-
         keep = tuple(h for h in hidden if h != FINAL)
-        x, kept = r.decoder(r.embed(ids.to(dev)[None]), cos, sin, mask, r.row_major(n), store, window, keep)
+        x, kept = r.span_step(
+            ids.to(self.device)[None], start, end, lambda i: (self.k[i, row], self.v[i, row]),
+            self.cos, self.sin, r.row_major(n), keep,
+        )
         out = {key: kept[key][0] for key in keep}
         m = n if n_logits is None else min(n, n_logits)
         logits = None

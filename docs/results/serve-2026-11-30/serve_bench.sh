@@ -13,12 +13,10 @@ NAMES=${NAMES:-plain dspark-fixed dspark-confidence ngram}
 declare -A PORT=([plain]=8101 [dspark-fixed]=8102 [dspark-confidence]=8103 [ngram]=8104)
 declare -A ARGS=([plain]="plain --schedule fixed" [dspark-fixed]="dspark --schedule fixed"
                  [dspark-confidence]="dspark --schedule confidence" [ngram]="ngram --schedule history")
+. "$HERE/../serve_lib.sh"
 for name in $NAMES; do
-  $DS serve --method ${ARGS[$name]} --max-batch 32 --max-len 640 --port ${PORT[$name]} > "$D/serve-$name.log" 2>&1 &
-done
-for name in $NAMES; do
-  p=${PORT[$name]}
-  for i in $(seq 180); do curl -s --noproxy '*' http://127.0.0.1:$p/health | grep -q '"ok"' && break; sleep 1; done
+  # shellcheck disable=SC2086  # ARGS holds several words on purpose
+  start_server ${PORT[$name]} "$D/serve-$name.log" --method ${ARGS[$name]} --max-batch 32 --max-len 640 || exit 1
 done
 for c in 1 2 4 8 16 32; do
   n=$(( c * 2 > 16 ? c * 2 : 16 ))

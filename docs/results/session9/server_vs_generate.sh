@@ -7,13 +7,12 @@
 # Nothing else should run. Usage: docs/results/session9/server_vs_generate.sh OUT_DIR [METHOD=SCHEDULE ...]
 set -u
 D=${1:?usage: server_vs_generate.sh OUT_DIR [METHOD=SCHEDULE ...]}; shift; mkdir -p "$D"
-DS=${DS:-.venv/bin/draftsmith}
+. "$(dirname "$0")/../serve_lib.sh"
 ARMS=${*:-plain=fixed dspark=confidence}
 for arm in $ARMS; do
   m=${arm%%=*}; s=${arm#*=}
-  $DS serve --method "$m" --schedule "$s" --max-batch 32 --max-len 640 --port 8131 > "$D/serve-$m.log" 2>&1 &
-  pid=$!
-  for i in $(seq 180); do curl -s --noproxy '*' http://127.0.0.1:8131/health | grep -q '"ok"' && break; sleep 1; done
+  start_server 8131 "$D/serve-$m.log" --method "$m" --schedule "$s" --max-batch 32 --max-len 640 || exit 1
+  pid=$SERVER_PID
   .venv/bin/python "$(dirname "$0")/../serve-session8/server_vs_generate.py" "$D/server-vs-generate-$m.json" \
     "$m=http://127.0.0.1:8131" | tee "$D/server-vs-generate-$m.txt"
   kill -TERM $pid; wait $pid 2>/dev/null
