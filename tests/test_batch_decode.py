@@ -356,8 +356,33 @@ def test_batched_accept_fills_each_context_cache_as_accepting_alone():
     type(base).accept_batch(together, seqs, sizes, new)
     for fork, ids, n, h in zip(alone, seqs, sizes, new, strict=True):
         fork.accept(ids, n, h)
+    assert all(d.n_ctx == len(ids) - 3 for d, ids in zip(together, seqs, strict=True))  # queued
+    type(base).flush(together + alone)
     for a, b in zip(together, alone, strict=True):
         assert a.n_ctx == b.n_ctx
         torch.testing.assert_close(a.last_ctx, b.last_ctx, atol=1e-5, rtol=1e-4)
         for ka, kb in zip(a.ctx_k + a.ctx_v, b.ctx_k + b.ctx_v, strict=True):
             torch.testing.assert_close(ka[:, :, : a.n_ctx], kb[:, :, : b.n_ctx], atol=1e-5, rtol=1e-4)
+
+
+def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_fed_every_round():
+    from draftsmith.drafters.dflash.drafter import MAX_PENDING
+
+    target = tiny_target()
+    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    ids = torch.randint(3, VOCAB, (40,), generator=torch.Generator().manual_seed(1))
+    runner = SlotRunner(target.runner, 1, 64)
+    h = runner.forward([(0, ids)], base.hidden_layers, n_logits=0)[0].hidden
+    queued, fed = base.fork(), base.fork()
+    for d in (queued, fed):
+        d.start(ids[:10], {key: v[:9] for key, v in h.items()}, 64)
+    for end in range(11, 40):  # one token a round, no drafting: 29 rounds
+        one = {key: v[end - 2 : end - 1] for key, v in h.items()}
+        queued.accept(ids[:end], 1, one)
+        fed.accept(ids[:end], 1, one)
+        type(base).flush([fed])
+        assert len(queued.pending) < MAX_PENDING  # bounded however long a request goes undrafted
+    assert queued.n_ctx < fed.n_ctx == 38
+    a, b = (d.propose(ids[:39], 4, SamplingParams(), None) for d in (queued, fed))
+    assert queued.n_ctx == 38 and torch.equal(a.tokens, b.tokens)
+    assert queued.confidences == pytest.approx(fed.confidences, abs=1e-5)

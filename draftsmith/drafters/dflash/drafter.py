@@ -24,6 +24,9 @@ from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
+# accepted target states wait here until the request next drafts (or this many rounds pile up):
+# in a batch most rounds may not draft, and one projection over many rows costs less than many
+MAX_PENDING = 16
 
 
 def shipped_drafter(method: str, target) -> Path | None:
@@ -67,6 +70,7 @@ class DFlashDrafter(Drafter):
         self.confidence_logits: list[float] = []  # raw, before STS
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
         self.n_ctx = 0
+        self.pending: list[dict] = []
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DFlashModel:
@@ -97,6 +101,7 @@ class DFlashDrafter(Drafter):
         self.ctx_v = [torch.empty(shape, dtype=p.dtype, device=p.device) for _ in self.model.layers]
         self.last_ctx = torch.zeros(1, 1, cfg.hidden_size, dtype=p.dtype, device=p.device)  # no context yet
         self.n_ctx = 0
+        self.pending = []
         self._append(hidden)
 
     def _append(self, hidden) -> None:
@@ -127,13 +132,30 @@ class DFlashDrafter(Drafter):
             d.n_ctx += n
 
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
-        self._append(hidden)
+        self.accept_batch([self], [tokens], [n_new], [hidden])
 
     @classmethod
     def accept_batch(cls, drafters, tokens, n_new, hidden) -> None:
-        pairs = [(d, h) for d, h in zip(drafters, hidden, strict=True) if h]
-        if pairs:
-            cls._append_all([d for d, _ in pairs], [h for _, h in pairs])
+        """Queue the new states; they are projected when the request next drafts (`flush`)."""
+        for d, h in zip(drafters, hidden, strict=True):
+            if h:
+                d.pending.append(h)
+        cls.flush([d for d in drafters if len(d.pending) >= MAX_PENDING])
+
+    @classmethod
+    def flush(cls, drafters) -> None:
+        """Project every queued state of these requests into their context caches, in one pass."""
+        drafters = [d for d in drafters if d.pending]
+        if not drafters:
+            return
+        layers = drafters[0].cfg.target_layers
+        hiddens = [
+            d.pending[0] if len(d.pending) == 1 else {x: torch.cat([h[x] for h in d.pending]) for x in layers}
+            for d in drafters
+        ]
+        for d in drafters:
+            d.pending = []
+        cls._append_all(drafters, hiddens)
 
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         return self.propose_batch([self], [tokens], [k], [params], [generator])[0]
@@ -147,6 +169,7 @@ class DFlashDrafter(Drafter):
         """One block pass for all requests (each attends over its own context), then the Markov
         walk slot by slot for all of them at once; each request keeps its own k, sampling
         parameters, generator, confidences and early stop."""
+        cls.flush(drafters)
         first = drafters[0]
         m, cfg, dev = first.model, first.cfg, tokens[0].device
         n, b, s0 = len(drafters), cfg.block_size, first.first_slot
