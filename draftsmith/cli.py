@@ -497,7 +497,8 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from draftsmith.evaluation.peers import PEERS
 
     for name, cls in METHODS.items():
-        print(f"{name:14s} {cls.description}")
+        exports = f" [export: {', '.join(cls.export_formats)}]" if cls.export_formats else ""
+        print(f"{name:14s} {cls.description}{exports}")
     for name in PEERS:
         print(f"{name:14s} peer (bench only): Hugging Face transformers generate")
     return 0
@@ -695,9 +696,8 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument(
         "--format",
         required=True,
-        choices=["speculators", "zlab", "deepspec", "sglang", "hf"],
-        help="dflash/dspark: speculators, zlab, deepspec; eagle3: sglang, speculators; mtp: speculators; "
-        "distilled: hf (the drafter directory names its method)",
+        help="one of the drafter's method's formats (`draftsmith methods` lists them; the drafter "
+        "directory names its method), e.g. speculators, zlab, deepspec, sglang, hf",
     )
     p.add_argument("--drafter", required=True, help="a trained drafter directory")
     p.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")

@@ -524,14 +524,15 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
 
 # --- EAGLE-3, MTP and the distilled draft ----------------------------------------------------------
 
+from draftsmith.drafters.eagle3 import export as eagle3_export  # noqa: E402
 from draftsmith.drafters.eagle3.checkpoint import load_drafter as load_eagle3  # noqa: E402
 from draftsmith.drafters.eagle3.checkpoint import save_drafter as save_eagle3  # noqa: E402
 from draftsmith.drafters.eagle3.drafter import Eagle3Drafter  # noqa: E402
 from draftsmith.drafters.eagle3.model import Eagle3Model  # noqa: E402
 from draftsmith.drafters.eagle3.recipe import Eagle3Options, drafter_config  # noqa: E402
-from draftsmith.export import eagle3 as eagle3_export  # noqa: E402
-from draftsmith.export import mtp as mtp_export  # noqa: E402
-from draftsmith.export.methods import METHOD_FORMATS, method_of  # noqa: E402
+from draftsmith.drafters.mtp import export as mtp_export  # noqa: E402
+from draftsmith.drafters.registry import METHODS  # noqa: E402
+from draftsmith.export.methods import method_of  # noqa: E402
 
 
 def make_eagle3(
@@ -787,7 +788,8 @@ def test_export_formats_follow_the_drafters_method(tmp_path, capsys):
         assert "its formats: speculators, zlab, deepspec" in capsys.readouterr().err
         assert main(["export", "--format", "sglang", "--drafter", str(tmp_path / "e"), *out]) == 0
     assert eagle3_export.detect_format(tmp_path / "o") == "sglang"
-    assert METHOD_FORMATS["mtp"] == ("speculators",) and METHOD_FORMATS["distilled"] == ("hf",)
+    assert METHODS["mtp"].export_formats == ("speculators",)
+    assert METHODS["distilled"].export_formats == ("hf",)
 
 
 def test_distilled_draft_exports_as_a_plain_hf_directory(tmp_path):

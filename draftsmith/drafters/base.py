@@ -19,6 +19,9 @@ from draftsmith.engine.runner import HiddenKey
 from draftsmith.engine.sampling import SamplingParams
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from draftsmith.export.common import Verifier
     from draftsmith.models.target import Target
     from draftsmith.training.recipe import Recipe
 
@@ -43,6 +46,19 @@ class Drafter:
     hidden_layers: tuple[HiddenKey, ...] = ()
     default_k: int = 0
     recipe: ClassVar[Recipe | None] = None  # how `draftsmith train` trains it; None: not trained
+    export_formats: ClassVar[tuple[str, ...]] = ()  # what `draftsmith export` writes its drafters as
+
+    @classmethod
+    def owns(cls, path: Path, config: dict | None) -> bool:
+        """Whether a drafter directory (its parsed config.json, None if unreadable) holds this
+        method's drafter, in draftsmith's format or an exported one: `export` reads the method
+        from the directory, so each method recognises its own."""
+        return False
+
+    @classmethod
+    def export(cls, directory: Path, fmt: str, out: Path, target: Target, verifier: Verifier) -> Path:
+        """Write the drafter in `directory` in format `fmt` (one of `export_formats`)."""
+        raise NotImplementedError(f"{cls.name} has no export")
 
     @classmethod
     def build(cls, target: Target, **options: object) -> Drafter:

@@ -4,9 +4,10 @@ One module per format (speculators, zlab, deepspec), each with `detect(config)`,
 verifier)` and `read(path, config, target)`. `load_drafter` calls `detect_format` first, so
 `--drafter EXPORTED_DIR` decodes in draftsmith's engine with no conversion step.
 
-The other trained methods have their own modules (eagle3.py: SGLang and speculators, imported back
-by the EAGLE-3 loader; mtp.py: speculators; hf.py: the distilled draft); methods.py maps a drafter
-directory to its method and that method's formats for `draftsmith export`.
+The other trained methods export from their own packages (drafters/eagle3/export.py: SGLang and
+speculators, imported back by the EAGLE-3 loader; drafters/mtp/export.py: speculators;
+drafters/distilled/export.py: a plain HF directory); methods.py asks the registry which method a
+drafter directory holds and hands it the export (`Drafter.owns` / `export_formats` / `export`).
 """
 
 from __future__ import annotations
@@ -50,15 +51,19 @@ def export_drafter(model: DFlashModel, fmt: str, out: str | Path, verifier: Veri
 
 
 def stored_dtype(path: str | Path) -> torch.dtype:
-    """The dtype a drafter's weights are stored in, so an export keeps them bit for bit (fp32 if unknown)."""
+    """The dtype of a drafter's first floating-point weight, so an export keeps the weights bit for
+    bit (fp32 if unknown)."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(Path(path) / "model.safetensors"), "pt") as f:
-            name = next(k for k in f.keys() if k.endswith("fc.weight"))
-            return f.get_slice(name)[:1].dtype
-    except Exception:  # a missing or odd file: load_drafter reports it properly
-        return torch.float32
+            for name in f.keys():
+                dtype = f.get_slice(name)[:1].dtype
+                if dtype.is_floating_point:
+                    return dtype
+    except Exception:  # a missing or odd file: the method's loader reports it properly
+        pass
+    return torch.float32
 
 
 def _config(path: Path) -> dict | None:

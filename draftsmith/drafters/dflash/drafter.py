@@ -51,6 +51,32 @@ class DFlashDrafter(Drafter):
     name = "dflash"
     description = "DFlash block diffusion drafter (one parallel pass per block; needs a trained drafter)"
     recipe = DFlashRecipe("dflash")
+    export_formats = ("speculators", "zlab", "deepspec")
+
+    @classmethod
+    def owns(cls, path: Path, config: dict | None) -> bool:
+        """Draftsmith's own DFlash/DSpark format; exports of either are read by DFlash's loader."""
+        if not config:
+            return False
+        if str(config.get("format", "")).startswith("draftsmith-dflash/"):
+            return (config.get("method") == "dspark") == (cls.name == "dspark")
+        if cls.name != "dflash":  # an export of either: DFlash's loader reads both
+            return False
+        if "speculators_model_type" in config:  # speculators also holds other methods
+            return config["speculators_model_type"] in ("dflash", "dspark")
+        from draftsmith.export import detect_format
+
+        try:
+            return detect_format(path) is not None
+        except DraftsmithError:
+            return False
+
+    @classmethod
+    def export(cls, directory: Path, fmt: str, out: Path, target, verifier) -> Path:
+        from draftsmith.export import export_drafter, stored_dtype
+
+        model = load_drafter(directory, target, dtype=stored_dtype(directory))
+        return export_drafter(model, fmt, out, verifier)
 
     def __init__(
         self,

@@ -8,9 +8,11 @@ was distilled from this very target. The same directory also works as
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
-from draftsmith.drafters.distilled.checkpoint import check_target, load_draft
+from draftsmith.drafters.distilled.checkpoint import META, check_target, load_draft
 from draftsmith.drafters.distilled.model import DistilledDraft
 from draftsmith.drafters.distilled.recipe import DistilledRecipe
 from draftsmith.drafters.draft_model import DraftModelDrafter
@@ -26,6 +28,17 @@ class DistilledDrafter(DraftModelDrafter):
     name = "distilled"
     description = "a few of the target's own layers distilled into a small draft LM (drafts token by token)"
     recipe = DistilledRecipe()
+    export_formats = ("hf",)
+
+    @classmethod
+    def owns(cls, path, config: dict | None) -> bool:
+        return (Path(path) / META).is_file()
+
+    @classmethod
+    def export(cls, directory, fmt: str, out, target, verifier):
+        from draftsmith.drafters.distilled.export import write_hf
+
+        return write_hf(directory, out, target)
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DistilledDraft:

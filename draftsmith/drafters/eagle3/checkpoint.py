@@ -38,7 +38,8 @@ def load_drafter(directory: str | Path, target=None, dtype: torch.dtype | None =
     path = Path(directory)
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
-    from draftsmith.export.eagle3 import detect_format, import_drafter  # late: export imports this package
+    # late: the export module imports this package
+    from draftsmith.drafters.eagle3.export import detect_format, import_drafter
 
     foreign = detect_format(path)  # an SGLang / speculators export: converted exactly, or refused
     model = import_drafter(path, foreign, target) if foreign else _load_own(path, target)

@@ -26,6 +26,20 @@ class Eagle3Drafter(Drafter):
         "EAGLE-3: one layer over fused low/mid/high target states, chain drafts (needs a trained drafter)"
     )
     recipe = Eagle3Recipe()
+    export_formats = ("sglang", "speculators")
+
+    @classmethod
+    def owns(cls, path, config: dict | None) -> bool:
+        from draftsmith.drafters.eagle3.export import owns
+
+        return owns(config)
+
+    @classmethod
+    def export(cls, directory, fmt: str, out, target, verifier):
+        from draftsmith.drafters.eagle3.export import WRITERS
+        from draftsmith.export import stored_dtype
+
+        return WRITERS[fmt](load_drafter(directory, target, dtype=stored_dtype(directory)), out, verifier)
 
     def __init__(self, model: Eagle3Model, target_vocab: int, k: int | None = None) -> None:
         if k is not None and k < 0:

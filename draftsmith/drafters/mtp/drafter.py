@@ -29,6 +29,20 @@ class MTPDrafter(Drafter):
         "(trained with `draftsmith train --method mtp`, or the module a checkpoint ships)"
     )
     recipe = MTPRecipe()
+    export_formats = ("speculators",)
+
+    @classmethod
+    def owns(cls, path, config: dict | None) -> bool:
+        """A head trained here (a speculators export of one is written, never read back)."""
+        fmt = str((config or {}).get("format", ""))
+        return fmt.startswith("draftsmith-mtp/") or (config or {}).get("speculators_model_type") == "mtp"
+
+    @classmethod
+    def export(cls, directory, fmt: str, out, target, verifier):
+        from draftsmith.drafters.mtp.export import WRITERS
+        from draftsmith.export import stored_dtype
+
+        return WRITERS[fmt](load_mtp(directory, target, dtype=stored_dtype(directory)), out, verifier)
     hidden_layers = (FINAL,)
     default_k = 3
 

@@ -34,6 +34,17 @@ EXPECTED = (
 )
 
 
+def owns(config: dict | None) -> bool:
+    """An EAGLE-3 drafter directory: ours, or a speculators / SGLang export."""
+    if not config:
+        return False
+    if str(config.get("format", "")).startswith("draftsmith-eagle3/"):
+        return True
+    if config.get("speculators_model_type") == "eagle3":
+        return True
+    return SGLANG_ARCH in (config.get("architectures") or []) or "eagle_config" in config
+
+
 def detect_format(path: str | Path) -> str | None:
     """'sglang' / 'speculators' for an exported directory; None for draftsmith's own (or no config)."""
     config = _config(Path(path))

@@ -1,0 +1,54 @@
+"""The six-method table (README and BENCHMARKS) from one bench run and the training runs' logs.
+Usage: python docs/results/six-methods/table.py BENCH_JSON LONG_DIR
+(LONG_DIR holds one training run per method, as docs/results/train-long.sh writes them.)
+
+Training wall time is the median seconds per logged step times the steps: the runs were paused
+and resumed across sessions, so their logged totals include pauses; the median step does not."""
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+TRAINED = {"draft-model": "distilled", "distilled": "distilled", "eagle3": "eagle3", "mtp": "mtp"}
+TRAINED |= {"dflash": "dflash", "dspark": "dspark", "hybrid": "dspark"}
+SUITES = ["humaneval", "mtbench", "gsm", "alpaca"]
+
+
+def training_cost(run: Path) -> str:
+    """Steps, median seconds per step x steps, held-out greedy tau, drafter size on disk."""
+    rows = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    pairs = zip(rows, rows[1:], strict=False)
+    step_s = [b["seconds"] - a["seconds"] for a, b in pairs if b["step"] == a["step"] + 1]
+    steps = rows[-1]["step"]
+    held = [r["held_out_tau_greedy"] for r in rows if "held_out_tau_greedy" in r]
+    size = sum(f.stat().st_size for f in run.glob("*.safetensors")) / 1e6
+    minutes = statistics.median(step_s) * steps / 60
+    tau = f", held-out tau {held[-1]:.2f}" if held else ""
+    return f"{steps} steps, ~{minutes:.0f} min{tau}, {size:.1f} MB"
+
+
+def main(bench: str, long_dir: str) -> None:
+    data = json.loads(Path(bench).read_text())
+    by = {(s["suite"], s["method"]): s for s in data["summaries"]}
+    methods = data["config"]["methods"]
+    print("| method | training here (2 cores) | tau (all) | acc@1 / @2 / @3 (all) |", end="")
+    print(" speedup " + " / ".join(SUITES) + " | all | identical to plain |")
+    print("|---|---|---|---|---|---|---|")
+    for m in methods:
+        run = Path(long_dir) / TRAINED[m] if m in TRAINED else None
+        cost = training_cost(run) if run and (run / "train_log.jsonl").exists() else "none"
+        every = by.get(("all", m))
+        tau = f"{every['tau']:.2f}" if every and every["tau"] else "-"
+        acc = " / ".join(f"{a:.2f}" for a in (every or {}).get("acceptance_by_position", [])[:3]) or "-"
+        speed = " / ".join(
+            f"{by[(s, m)]['speedup_median'] or 1.0:.2f}x" if (s, m) in by else "-" for s in SUITES
+        )
+        total = f"{every['speedup_median'] or 1.0:.2f}x" if every else "-"
+        same = sum(by[(s, m)]["identical"] for s in SUITES if (s, m) in by)
+        prompts = sum(by[(s, m)]["prompts"] for s in SUITES if (s, m) in by)
+        print(f"| {m} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])
