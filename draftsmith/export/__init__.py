@@ -12,7 +12,6 @@ drafter directory holds and hands it the export (`Drafter.owns` / `export_format
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from types import ModuleType
 
@@ -22,7 +21,7 @@ from draftsmith.drafters.dflash.config import FORMAT
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.errors import DraftsmithError
 from draftsmith.export import deepspec, speculators, zlab
-from draftsmith.export.common import DEFAULT_VERIFIER, Verifier, verifier_of
+from draftsmith.export.common import DEFAULT_VERIFIER, Verifier, read_config, verifier_of
 
 FORMATS: dict[str, ModuleType] = {"speculators": speculators, "zlab": zlab, "deepspec": deepspec}
 EXPECTED = (
@@ -66,23 +65,13 @@ def stored_dtype(path: str | Path) -> torch.dtype:
     return torch.float32
 
 
-def _config(path: Path) -> dict | None:
-    file = path / "config.json"
-    if not file.is_file():
-        return None
-    try:
-        data = json.loads(file.read_text())
-    except ValueError:
-        return None  # draftsmith's own loader reports the bad JSON
-    return data if isinstance(data, dict) else None
-
 
 def detect_format(path: str | Path) -> str | None:
     """The foreign format of a drafter directory; None for draftsmith's own (or no/invalid config).
 
     A readable config.json that is neither draftsmith's nor a known export is refused here, listing
     what was expected."""
-    config = _config(Path(path))
+    config = read_config(Path(path))
     if config is None or config.get("format") == FORMAT:
         return None
     for name in ("speculators", "deepspec", "zlab"):  # speculators first: its architectures say DFlash too
@@ -94,7 +83,7 @@ def detect_format(path: str | Path) -> str | None:
 def import_drafter(path: str | Path, fmt: str, target=None) -> DFlashModel:
     """Read an exported drafter; with `target`, check it fits (vocab, width, layers, its embedding/head)."""
     path = Path(path)
-    config = _config(path)
+    config = read_config(path)
     if config is None:
         raise DraftsmithError(f"{path} has no readable config.json; {EXPECTED}")
     model, owned = FORMATS[fmt].read(path, config, target)

@@ -119,13 +119,27 @@ def common_limits(model: DFlashModel) -> dict[str, bool]:
     return {"anchor_context": model.cfg.anchor_context, "no_qk_norm": not model.cfg.qk_norm}
 
 
-def qwen3_config(cfg: DFlashConfig, verifier: Verifier) -> dict:
-    """The Qwen3 decoder-layer config of the draft body (shared by every format)."""
+def read_config(path: Path) -> dict | None:
+    """A directory's config.json as a dict; None when missing or not a JSON object (the method's
+    own loader then reports what is wrong)."""
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        return None
+    try:
+        data = json.loads(file.read_text())
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def decoder_config(model_type: str, cfg, num_layers: int, verifier: Verifier) -> dict:
+    """A drafter's decoder layers as a Hugging Face config dict (`cfg` any drafter config with the
+    usual width, heads, norm and RoPE fields)."""
     return {
-        "model_type": "qwen3",
+        "model_type": model_type,
         "hidden_size": cfg.hidden_size,
         "intermediate_size": cfg.intermediate_size,
-        "num_hidden_layers": cfg.num_layers,
+        "num_hidden_layers": num_layers,
         "num_attention_heads": cfg.num_heads,
         "num_key_value_heads": cfg.num_kv_heads,
         "head_dim": cfg.head_dim,
@@ -136,8 +150,14 @@ def qwen3_config(cfg: DFlashConfig, verifier: Verifier) -> dict:
         "vocab_size": cfg.target_vocab_size,
         "max_position_embeddings": verifier.max_position_embeddings,
         "attention_bias": False,
-        "attention_dropout": 0.0,
         "tie_word_embeddings": False,
+    }
+
+
+def qwen3_config(cfg: DFlashConfig, verifier: Verifier) -> dict:
+    """The Qwen3 decoder-layer config of the draft body (shared by every format)."""
+    return decoder_config("qwen3", cfg, cfg.num_layers, verifier) | {
+        "attention_dropout": 0.0,
         "use_sliding_window": False,
         "layer_types": ["full_attention"] * cfg.num_layers,
     }

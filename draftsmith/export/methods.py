@@ -6,19 +6,11 @@ a new method needs nothing here.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from draftsmith.drafters.registry import METHODS
 from draftsmith.errors import DraftsmithError
-
-
-def _config(path: Path) -> dict | None:
-    try:
-        data = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+from draftsmith.export.common import read_config
 
 
 def method_of(directory: str | Path) -> str:
@@ -26,7 +18,7 @@ def method_of(directory: str | Path) -> str:
     path = Path(directory)
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
-    config = _config(path)
+    config = read_config(path)
     for name, cls in METHODS.items():
         if cls.export_formats and cls.owns(path, config):
             return name

@@ -47,7 +47,7 @@ def owns(config: dict | None) -> bool:
 
 def detect_format(path: str | Path) -> str | None:
     """'sglang' / 'speculators' for an exported directory; None for draftsmith's own (or no config)."""
-    config = _config(Path(path))
+    config = common.read_config(Path(path))
     if config is None or "format" in config:  # draftsmith's own (any method): its loader says which
         return None
     if config.get("speculators_model_type") == "eagle3":
@@ -61,18 +61,6 @@ def detect_format(path: str | Path) -> str | None:
         )
     raise DraftsmithError(f"{path} is not a drafter draftsmith can load: {EXPECTED}")
 
-
-def _config(path: Path) -> dict | None:
-    import json
-
-    file = path / "config.json"
-    if not file.is_file():
-        return None
-    try:
-        data = json.loads(file.read_text())
-    except ValueError:
-        return None  # the own-format loader reports the bad JSON
-    return data if isinstance(data, dict) else None
 
 
 # --- writing ---------------------------------------------------------------------------------------
@@ -104,25 +92,7 @@ def _refuse(model: Eagle3Model, fmt: str) -> None:
 
 def llama_config(cfg: Eagle3Config, verifier: common.Verifier) -> dict:
     """The one Llama decoder layer of the drafter, as a LlamaConfig dict."""
-    return {
-        "model_type": "llama",
-        "hidden_size": cfg.hidden_size,
-        "intermediate_size": cfg.intermediate_size,
-        "num_hidden_layers": 1,
-        "num_attention_heads": cfg.num_heads,
-        "num_key_value_heads": cfg.num_kv_heads,
-        "head_dim": cfg.head_dim,
-        "hidden_act": "silu",
-        "rms_norm_eps": cfg.rms_norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
-        "rope_scaling": None,
-        "vocab_size": cfg.target_vocab_size,
-        "max_position_embeddings": verifier.max_position_embeddings,
-        "attention_bias": False,
-        "mlp_bias": False,
-        "tie_word_embeddings": False,
-    }
+    return common.decoder_config("llama", cfg, 1, verifier) | {"rope_scaling": None, "mlp_bias": False}
 
 
 def _weights(model: Eagle3Model) -> dict[str, torch.Tensor]:
@@ -207,7 +177,7 @@ WRITERS = {"sglang": write_sglang, "speculators": write_speculators}
 def import_drafter(path: str | Path, fmt: str, target=None) -> Eagle3Model:
     """An exported directory -> our model; with `target`, checks it fits (a shipped embedding included)."""
     path = Path(path)
-    config = _config(path)
+    config = common.read_config(path)
     if config is None:
         raise DraftsmithError(f"{path} has no readable config.json; {EXPECTED}")
     if fmt == "speculators":
