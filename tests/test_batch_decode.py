@@ -366,7 +366,7 @@ def test_batched_accept_fills_each_context_cache_as_accepting_alone():
 
 
 def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_fed_every_round():
-    from draftsmith.drafters.dflash.drafter import MAX_PENDING
+    from draftsmith.drafters.base import MAX_QUEUED
 
     target = tiny_target()
     base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
@@ -381,7 +381,7 @@ def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_f
         queued.accept(ids[:end], 1, one)
         fed.accept(ids[:end], 1, one)
         type(base).flush([fed])
-        assert len(queued.pending) < MAX_PENDING  # bounded however long a request goes undrafted
+        assert len(queued.pending) < MAX_QUEUED  # bounded however long a request goes undrafted
     assert queued.n_ctx < fed.n_ctx == 38
     a, b = (d.propose(ids[:39], 4, SamplingParams(), None) for d in (queued, fed))
     assert queued.n_ctx == 38 and torch.equal(a.tokens, b.tokens)

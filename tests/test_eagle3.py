@@ -236,6 +236,8 @@ def test_incremental_context_equals_one_pass():
     step.start(ids[:8], {i: h[:7] for i, h in hidden.items()}, 40)
     for lo, hi in ((7, 10), (10, 11), (11, 15)):
         step.accept(ids[: hi + 1], hi - lo, {i: h[lo:hi] for i, h in hidden.items()})
+    assert step.n_ctx == 7 and len(step.pending) == 3  # queued until the next draft
+    step.flush(ids)
     assert step.n_ctx == whole.n_ctx == 15
     torch.testing.assert_close(step.ctx_k[:, :, :15], whole.ctx_k[:, :, :15])
     greedy = SamplingParams()

@@ -26,6 +26,19 @@ if TYPE_CHECKING:
     from draftsmith.training.recipe import Recipe
 
 
+# A drafter that feeds on target states may queue the states of rounds in which it did not draft and
+# feed them all at its next draft (or once this many rounds pile up): in a batch most rounds of a
+# request may not draft, and one pass over many rows costs less than many passes over one or two.
+MAX_QUEUED = 16
+
+
+def merge_states(chunks: Sequence[dict[HiddenKey, torch.Tensor]]) -> dict[HiddenKey, torch.Tensor]:
+    """Several rounds' target states (in order) as one round's."""
+    if len(chunks) == 1:
+        return chunks[0]
+    return {key: torch.cat([c[key] for c in chunks]) for key in chunks[0]}
+
+
 @dataclass
 class Draft:
     """Proposed tokens [k] and the distribution each was drawn from ([k, V], None = deterministic)."""

@@ -1,6 +1,6 @@
 """Issue 9: what DSpark's context feed costs on rounds that do not draft, before and after queueing
 accepted states until a request drafts. In process, at n slots: plain, DSpark that never drafts
-(k=0) and confidence-scheduled DSpark, each with the feed immediate (MAX_PENDING=1, the old
+(k=0) and confidence-scheduled DSpark, each with the feed immediate (MAX_QUEUED=1, the old
 behaviour) and queued (the default); arms interleaved, medians of the repeats.
 Usage: python docs/results/session10/deferred_feed.py [SLOTS ...]   (nothing else should run)"""
 
@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 
-import draftsmith.drafters.dflash.drafter as dflash_drafter
+import draftsmith.drafters.base as drafter_base
 from draftsmith.api import load_target
 from draftsmith.drafters.registry import build_drafter
 from draftsmith.engine import batch_cost
@@ -16,7 +16,7 @@ from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.serving.loadtest import load_prompts
 
 REPEATS = 3
-QUEUED = dflash_drafter.MAX_PENDING
+QUEUED = drafter_base.MAX_QUEUED
 target = load_target()
 cost = batch_cost.cached(target.runner)
 stop = target.stop_rule(64, ())
@@ -34,7 +34,7 @@ for n in [int(a) for a in sys.argv[1:]] or [2, 4]:
     outputs: dict[str, list] = {}
     for _rep in range(REPEATS):
         for name, base, schedule, k, pending in arms:
-            dflash_drafter.MAX_PENDING = pending
+            drafter_base.MAX_QUEUED = pending
             dec = BatchDecoder(target.runner, n, 640, schedule, cost)
             t0 = time.perf_counter()
             out = batch_generate(dec, prompts, [base.fork() for _ in prompts], stop, k=k)

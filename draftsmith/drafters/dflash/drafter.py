@@ -14,7 +14,8 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.drafters import base
+from draftsmith.drafters.base import Draft, Drafter, merge_states
 from draftsmith.drafters.checkpoint import read_sts, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
@@ -24,9 +25,6 @@ from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
-# accepted target states wait here until the request next drafts (or this many rounds pile up):
-# in a batch most rounds may not draft, and one projection over many rows costs less than many
-MAX_PENDING = 16
 
 
 def shipped_drafter(method: str, target) -> Path | None:
@@ -166,7 +164,7 @@ class DFlashDrafter(Drafter):
         for d, h in zip(drafters, hidden, strict=True):
             if h:
                 d.pending.append(h)
-        cls.flush([d for d in drafters if len(d.pending) >= MAX_PENDING])
+        cls.flush([d for d in drafters if len(d.pending) >= base.MAX_QUEUED])
 
     @classmethod
     def flush(cls, drafters) -> None:
@@ -174,11 +172,7 @@ class DFlashDrafter(Drafter):
         drafters = [d for d in drafters if d.pending]
         if not drafters:
             return
-        layers = drafters[0].cfg.target_layers
-        hiddens = [
-            d.pending[0] if len(d.pending) == 1 else {x: torch.cat([h[x] for h in d.pending]) for x in layers}
-            for d in drafters
-        ]
+        hiddens = [merge_states(d.pending) for d in drafters]
         for d in drafters:
             d.pending = []
         cls._append_all(drafters, hiddens)

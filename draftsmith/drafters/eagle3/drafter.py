@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.drafters import base
+from draftsmith.drafters.base import Draft, Drafter, merge_states
 from draftsmith.drafters.eagle3.checkpoint import load_drafter
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.recipe import Eagle3Recipe
@@ -51,6 +52,7 @@ class Eagle3Drafter(Drafter):
         self.target_vocab = target_vocab
         self.n_ctx = 0
         self.last: torch.Tensor | None = None
+        self.pending: list[dict] = []  # target states of rounds not fed yet
 
     @classmethod
     def load_model(cls, target, drafter=None) -> Eagle3Model:
@@ -73,6 +75,7 @@ class Eagle3Drafter(Drafter):
         self.ctx_v = torch.empty(shape, dtype=p.dtype, device=p.device)
         self.n_ctx = 0
         self.last = None
+        self.pending = []
         self._append(prompt, hidden)
 
     @torch.inference_mode()
@@ -93,11 +96,22 @@ class Eagle3Drafter(Drafter):
         self.last = out[:, -1:]
 
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
-        self._append(tokens, hidden)
+        """Queue the new states; they are fed when the request next drafts (`flush`)."""
+        if hidden:
+            self.pending.append(hidden)
+        if len(self.pending) >= base.MAX_QUEUED:
+            self.flush(tokens)
+
+    def flush(self, tokens: torch.Tensor) -> None:
+        """Feed every queued state in one pass (`tokens`: the committed sequence)."""
+        if self.pending:
+            hidden, self.pending = merge_states(self.pending), []
+            self._append(tokens, hidden)
 
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         m = self.model
+        self.flush(tokens)
         if k <= 0 or self.last is None:  # a one-token prompt: no committed target state yet
             return Draft.empty(tokens.device)
         if self.n_ctx != tokens.shape[0] - 1:

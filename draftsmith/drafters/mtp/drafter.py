@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.drafters import base
+from draftsmith.drafters.base import Draft, Drafter, merge_states
 from draftsmith.drafters.mtp.checkpoint import load_mtp
 from draftsmith.drafters.mtp.model import ContextKV, MTPModel
 from draftsmith.drafters.mtp.recipe import MTPRecipe
@@ -53,6 +54,7 @@ class MTPDrafter(Drafter):
         self.kv = ContextKV(1)
         self.n_ctx = 0
         self.last: torch.Tensor | None = None  # raw block output at the newest committed pair
+        self.pending: list[dict] = []  # target states of rounds not fed yet
 
     @classmethod
     def load_model(cls, target, drafter=None) -> MTPModel:
@@ -78,10 +80,21 @@ class MTPDrafter(Drafter):
         self.kv = ContextKV(max_len + 8)
         self.n_ctx = 0
         self.last = None
+        self.pending = []
         self._append(prompt, hidden)
 
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
-        self._append(tokens, hidden)
+        """Queue the new states; they are fed when the request next drafts (`flush`)."""
+        if hidden:
+            self.pending.append(hidden)
+        if len(self.pending) >= base.MAX_QUEUED:
+            self.flush(tokens)
+
+    def flush(self, tokens: torch.Tensor) -> None:
+        """Feed every queued state in one pass (`tokens`: the committed sequence)."""
+        if self.pending:
+            hidden, self.pending = merge_states(self.pending), []
+            self._append(tokens, hidden)
 
     @torch.inference_mode()
     def _append(self, tokens: torch.Tensor, hidden) -> None:
@@ -106,6 +119,7 @@ class MTPDrafter(Drafter):
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         n = int(tokens.shape[0])
+        self.flush(tokens)
         if self.last is None or k < 1:  # a one-token prompt: no target state yet
             return Draft.empty(tokens.device)
         if self.n_ctx != n - 1:
