@@ -145,7 +145,7 @@ def train(
     recipe, opts = cfg.recipe, cfg.options
     torch.manual_seed(cfg.seed)
     device = target.device
-    if device.type == "cpu":
+    if device.type == "cpu" and recipe.heap_only:
         keep_freed_memory()  # ~100 MiB per-step tensors: stop page-faulting them in every step
     model = recipe.build(target, opts, layers, data)
     params = [p for p in model.parameters() if p.requires_grad]
