@@ -29,8 +29,8 @@ class Recipe:
     options: type = object  # a dataclass: the method's settings, validated in its __post_init__
     old_defaults: dict[str, Any] = {}  # options added after runs were saved, at the values those used
     # on CPU the trainer keeps freed memory in the heap (engine/allocator.py: no page faults on the
-    # step's big tensors); a recipe whose steps allocate ever-changing sizes opts out, since that
-    # never-trimmed heap then fragments and grows without bound
+    # step's big tensors); a recipe whose steps allocate ever-changing sizes opts out: that
+    # never-trimmed heap then grew without bound (distilled/recipe.py)
     heap_only: bool = True
 
     def build(self, target, opts: Any, layers: list[int], data) -> nn.Module:
