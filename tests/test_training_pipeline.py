@@ -342,6 +342,16 @@ def test_heap_only_allocation_takes_effect_on_glibc():
     assert keep_freed_memory() is True  # idempotent
 
 
+def test_bounded_allocation_takes_effect_on_glibc():
+    import platform
+
+    from draftsmith.engine.allocator import bound_freed_memory
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc only")
+    assert bound_freed_memory() is True
+
+
 def test_a_drafter_trained_with_qk_norm_exports_to_speculators(tmp_path):
     """--qk-norm makes a trained drafter carry what the vLLM/SGLang formats need; it round-trips."""
     from draftsmith.drafters.dflash.checkpoint import load_drafter

@@ -30,7 +30,8 @@ class Recipe:
     old_defaults: dict[str, Any] = {}  # options added after runs were saved, at the values those used
     # on CPU the trainer keeps freed memory in the heap (engine/allocator.py: no page faults on the
     # step's big tensors); a recipe whose steps allocate ever-changing sizes opts out: that
-    # never-trimmed heap then grew without bound (distilled/recipe.py)
+    # never-trimmed heap then grew without bound (distilled/recipe.py), and it gets
+    # allocator.bound_freed_memory instead
     heap_only: bool = True
 
     def build(self, target, opts: Any, layers: list[int], data) -> nn.Module:

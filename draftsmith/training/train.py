@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
-from draftsmith.engine.allocator import keep_freed_memory
+from draftsmith.engine.allocator import bound_freed_memory, keep_freed_memory
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.recipe import Recipe, make_options, recipe_for
 
@@ -145,8 +145,8 @@ def train(
     recipe, opts = cfg.recipe, cfg.options
     torch.manual_seed(cfg.seed)
     device = target.device
-    if device.type == "cpu" and recipe.heap_only:
-        keep_freed_memory()  # ~100 MiB per-step tensors: stop page-faulting them in every step
+    if device.type == "cpu":  # ~100 MiB per-step tensors: no page faults, or bounded growth
+        keep_freed_memory() if recipe.heap_only else bound_freed_memory()
     model = recipe.build(target, opts, layers, data)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.95))
