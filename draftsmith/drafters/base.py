@@ -133,3 +133,27 @@ class Drafter:
         hidden holds the target states of the n_new positions that entered its cache this round,
         which are `tokens[-n_new-1:-1]` (the last committed token is not cached yet).
         """
+
+
+class QueuedStates:
+    """For a serial drafter that feeds target states one request at a time through its own
+    `_append(tokens, hidden)`: `accept` queues them, `flush` (call it before drafting) feeds them
+    all in one pass. Keeps `self.pending`, which the drafter resets in `start`."""
+
+    pending: list[dict[HiddenKey, torch.Tensor]]
+
+    def _append(self, tokens: torch.Tensor, hidden: dict[HiddenKey, torch.Tensor]) -> None:
+        raise NotImplementedError
+
+    def accept(self, tokens: torch.Tensor, n_new: int, hidden: dict[HiddenKey, torch.Tensor]) -> None:
+        """Queue the new states; they are fed when the request next drafts (`flush`)."""
+        if hidden:
+            self.pending.append(hidden)
+        if len(self.pending) >= MAX_QUEUED:
+            self.flush(tokens)
+
+    def flush(self, tokens: torch.Tensor) -> None:
+        """Feed every queued state in one pass (`tokens`: the committed sequence)."""
+        if self.pending:
+            hidden, self.pending = merge_states(self.pending), []
+            self._append(tokens, hidden)

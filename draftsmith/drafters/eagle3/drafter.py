@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters import base
-from draftsmith.drafters.base import Draft, Drafter, merge_states
+from draftsmith.drafters.base import Draft, Drafter, QueuedStates
 from draftsmith.drafters.eagle3.checkpoint import load_drafter
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.recipe import Eagle3Recipe
@@ -21,7 +20,7 @@ from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 
-class Eagle3Drafter(Drafter):
+class Eagle3Drafter(QueuedStates, Drafter):
     name = "eagle3"
     description = (
         "EAGLE-3: one layer over fused low/mid/high target states, chain drafts (needs a trained drafter)"
@@ -94,19 +93,6 @@ class Eagle3Drafter(Drafter):
         self.ctx_v[:, :, start : start + n] = v
         self.n_ctx += n
         self.last = out[:, -1:]
-
-    def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
-        """Queue the new states; they are fed when the request next drafts (`flush`)."""
-        if hidden:
-            self.pending.append(hidden)
-        if len(self.pending) >= base.MAX_QUEUED:
-            self.flush(tokens)
-
-    def flush(self, tokens: torch.Tensor) -> None:
-        """Feed every queued state in one pass (`tokens`: the committed sequence)."""
-        if self.pending:
-            hidden, self.pending = merge_states(self.pending), []
-            self._append(tokens, hidden)
 
     @torch.inference_mode()
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:

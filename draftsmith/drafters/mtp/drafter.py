@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters import base
-from draftsmith.drafters.base import Draft, Drafter, merge_states
+from draftsmith.drafters.base import Draft, Drafter, QueuedStates
 from draftsmith.drafters.mtp.checkpoint import load_mtp
 from draftsmith.drafters.mtp.model import ContextKV, MTPModel
 from draftsmith.drafters.mtp.recipe import MTPRecipe
@@ -23,7 +22,7 @@ from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
 
-class MTPDrafter(Drafter):
+class MTPDrafter(QueuedStates, Drafter):
     name = "mtp"
     description = (
         "MTP: a DeepSeek-V3-style next-next-token block chained recursively "
@@ -82,19 +81,6 @@ class MTPDrafter(Drafter):
         self.last = None
         self.pending = []
         self._append(prompt, hidden)
-
-    def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
-        """Queue the new states; they are fed when the request next drafts (`flush`)."""
-        if hidden:
-            self.pending.append(hidden)
-        if len(self.pending) >= base.MAX_QUEUED:
-            self.flush(tokens)
-
-    def flush(self, tokens: torch.Tensor) -> None:
-        """Feed every queued state in one pass (`tokens`: the committed sequence)."""
-        if self.pending:
-            hidden, self.pending = merge_states(self.pending), []
-            self._append(tokens, hidden)
 
     @torch.inference_mode()
     def _append(self, tokens: torch.Tensor, hidden) -> None:
