@@ -20,7 +20,7 @@ def run(capsys, *argv):
     "argv, message",
     [
         (["generate", "  "], "prompt is empty"),
-        (["generate", "hi", "--method", "medusa"], "unknown method"),
+        (["generate", "hi", "--method", "warp"], "unknown method"),
         (["generate", "hi", "--temperature", "-0.5"], "temperature"),
         (["generate", "hi", "--top-p", "1.5"], "top_p"),
         (["generate", "hi", "--top-k", "-2"], "top_k"),

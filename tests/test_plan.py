@@ -221,7 +221,7 @@ def test_impossible_hardware_numbers(kwargs, message):
         (["--bandwidth", "-5"], "--bandwidth must be a positive"),
         (["--gpu", "4090", "--model", "no-such-model"], "not found"),
         (["--gpu", "4090", "--model", "qwen3-8b", "--context", "0"], "--context must be a positive"),
-        (["--gpu", "4090", "--model", "qwen3-8b", "--method", "medusa"], "unknown method"),
+        (["--gpu", "4090", "--model", "qwen3-8b", "--method", "warp"], "unknown method"),
         (["--gpu", "4090", "--model", "qwen3-8b", "--task", "poetry"], "unknown task"),
         (["--gpu", "4090", "--model", "qwen3-8b", "--bits", "0.5"], "--bits must be between"),
         (["--gpu", "4090", "--pcie", "gen9x16"], "unknown pcie link"),

@@ -408,7 +408,7 @@ def test_metrics_report_requests_tokens_and_acceptance(client, http):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["serve", "--method", "medusa"], "unknown method"),
+        (["serve", "--method", "warp"], "unknown method"),
         (["serve", "--max-batch", "0"], "max-batch"),
         (["serve", "--max-len", "1"], "max-len"),
         (["serve", "--max-queue", "0"], "max-queue"),
