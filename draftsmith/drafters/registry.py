@@ -17,6 +17,7 @@ ENTRIES = {
     "eagle3": "draftsmith.drafters.eagle3.drafter:Eagle3Drafter",
     "distilled": "draftsmith.drafters.distilled.drafter:DistilledDrafter",
     "mtp": "draftsmith.drafters.mtp.drafter:MTPDrafter",
+    "medusa": "draftsmith.drafters.medusa.drafter:MedusaDrafter",
 }
 """method name -> "module:Class" of its Drafter (the class names its training recipe, if any)."""
 

@@ -1,0 +1,43 @@
+"""Save and load Medusa heads: `config.json` + `model.safetensors`, tied to their target."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+
+from draftsmith.drafters.checkpoint import check_target, load_weights
+from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
+from draftsmith.errors import DraftsmithError
+
+
+def save_medusa(model: MedusaModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
+    """Atomic per file (temporary name, then rename), so an interrupted save keeps the last one."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    model.cfg.save(out, tmp_suffix=".tmp")
+    os.replace(out / "config.json.tmp", out / "config.json")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if dtype is not None:  # integer buffers (d2t) keep their type
+        tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
+    return out
+
+
+def load_medusa(directory: str | Path, target, dtype: torch.dtype | None = None) -> MedusaModel:
+    """Heads saved by save_medusa, on the target's device and dtype with its lm_head attached; heads
+    trained for another target are refused."""
+    path = Path(directory)
+    if not path.is_dir():
+        raise DraftsmithError(f"drafter directory not found: {directory}")
+    cfg = MedusaConfig.load(path)
+    check_target(cfg, path, target, "Medusa drafter")
+    model = load_weights(MedusaModel(cfg), path)
+    p = next(target.model.parameters())
+    model.to(device=p.device, dtype=dtype or p.dtype)
+    model.d2t = model.d2t.to(p.device)
+    model.attach_target(target.model.get_output_embeddings().weight)
+    return model.eval().requires_grad_(False)
