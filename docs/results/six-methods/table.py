@@ -13,6 +13,16 @@ from pathlib import Path
 TRAINED = {"draft-model": "distilled", "distilled": "distilled", "eagle3": "eagle3", "mtp": "mtp"}
 TRAINED |= {"dflash": "dflash", "dspark": "dspark", "hybrid": "dspark"}
 SUITES = ["humaneval", "mtbench", "gsm", "alpaca"]
+WHAT_DRAFTS = {  # the seeds' selection table, column "what drafts" (../shared/REFERENCE.md section 2)
+    "plain": "nothing (the baseline)",
+    "ngram": "suffix match in prompt + output",
+    "draft-model": "a small LM with the target's tokenizer (4 of its 30 layers, distilled)",
+    "eagle3": "1 layer on fused low/mid/high target states, token by token",
+    "mtp": "1 block on the last target state + next token's embedding, token by token",
+    "dflash": "1 layer, one parallel pass for a block of 7",
+    "dspark": "DFlash's block + serial Markov head + confidence head",
+    "hybrid": "n-gram on a long match, DSpark otherwise",
+}
 
 
 def training_cost(run: Path) -> str:
@@ -32,9 +42,9 @@ def main(bench: str, long_dir: str) -> None:
     data = json.loads(Path(bench).read_text())
     by = {(s["suite"], s["method"]): s for s in data["summaries"]}
     methods = data["config"]["methods"]
-    print("| method | training here (2 cores) | tau (all) | acc@1 / @2 / @3 (all) |", end="")
+    print("| method | what drafts | training here (2 cores) | tau (all) | acc@1 / @2 / @3 (all) |", end="")
     print(" speedup " + " / ".join(SUITES) + " | all | identical to plain |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for m in methods:
         run = Path(long_dir) / TRAINED[m] if m in TRAINED else None
         cost = training_cost(run) if run and (run / "train_log.jsonl").exists() else "none"
@@ -47,7 +57,7 @@ def main(bench: str, long_dir: str) -> None:
         total = f"{every['speedup_median'] or 1.0:.2f}x" if every else "-"
         same = sum(by[(s, m)]["identical"] for s in SUITES if (s, m) in by)
         prompts = sum(by[(s, m)]["prompts"] for s in SUITES if (s, m) in by)
-        print(f"| {m} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
+        print(f"| {m} | {WHAT_DRAFTS.get(m, '')} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
 
 
 if __name__ == "__main__":
