@@ -27,9 +27,16 @@ from draftsmith.training.train import TrainConfig, train
 PROMPT = [5, 9, 14, 3, 22, 9, 14, 30, 41]
 
 
+class Counts:
+    """Stands in for a target cache's token counts (a reduced draft vocabulary keeps the most frequent)."""
+
+    def token_counts(self, vocab: int):
+        return torch.randperm(vocab, generator=torch.Generator().manual_seed(0)).numpy()
+
+
 def make_medusa(target, seed: int = 0, **opts):
     torch.manual_seed(seed)
-    model = MedusaRecipe().build(target, MedusaOptions(**opts), [1], None)
+    model = MedusaRecipe().build(target, MedusaOptions(**opts), [1], Counts())
     for p in model.parameters():  # off the zero init, so the heads disagree with the target
         torch.nn.init.normal_(p, std=0.05)
     return model.eval()
@@ -189,3 +196,88 @@ def test_bad_checkpoints_and_options_are_clear_errors(tmp_path):
     for bad in (dict(heads=0), dict(step_decay=0.0), dict(label="x"), dict(num_layers=0)):
         with pytest.raises(DraftsmithError):
             MedusaOptions(**bad)
+
+
+def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_path, capsys):
+    """The names, shapes and config keys vLLM's medusa model reads (model_executor/models/medusa.py),
+    written by the CLI, and the directory decodes again with identical drafts."""
+    from unittest.mock import patch
+
+    from draftsmith.cli import main
+    from draftsmith.export.methods import method_of
+
+    target = tiny_target()
+    save_medusa(fitted_medusa(target), tmp_path / "d", dtype=torch.float16)
+    save_medusa(make_medusa(target, draft_vocab=48), tmp_path / "small")
+    assert method_of(tmp_path / "d") == "medusa"
+    with patch("draftsmith.cli._load_target", return_value=target):
+        for src in ("d", "small"):
+            argv = [
+                "export",
+                "--format",
+                "vllm",
+                "--drafter",
+                str(tmp_path / src),
+                "--out",
+                str(tmp_path / f"v{src}"),
+            ]
+            assert main(argv) == 0, capsys.readouterr().err
+        assert (
+            main(
+                ["export", "--format", "zlab", "--drafter", str(tmp_path / "d"), "--out", str(tmp_path / "z")]
+            )
+            == 2
+        )
+        assert "its formats: vllm" in capsys.readouterr().err
+    cfg = json.loads((tmp_path / "vsmall" / "config.json").read_text())
+    assert cfg["model_type"] == "medusa" and cfg["architectures"] == ["MedusaModel"]
+    assert (cfg["vocab_size"], cfg["truncated_vocab_size"], cfg["num_heads"], cfg["num_hidden_layers"]) == (
+        VOCAB,
+        48,
+        4,
+        1,
+    )
+    assert cfg["original_lm_head"] is True and cfg["medusa_fc_bias"] is True
+    weights = load_file(str(tmp_path / "vsmall" / "model.safetensors"))
+    h = target.model.config.hidden_size
+    assert weights["blocks.3.layers.0.weight"].shape == (h, h) and weights[
+        "blocks.0.layers.0.bias"
+    ].shape == (h,)
+    assert weights["lm_heads.0.weight"].shape == (48, h) and weights["token_map"].shape == (48,)
+    assert "token_map" not in load_file(str(tmp_path / "vd" / "model.safetensors"))  # the whole vocabulary
+    assert method_of(tmp_path / "vd") == "medusa"
+    for a, b in (("d", "vd"), ("small", "vsmall")):
+        ours, back = load_medusa(tmp_path / a, target), load_medusa(tmp_path / b, target)
+        for k, v in ours.state_dict().items():
+            torch.testing.assert_close(back.state_dict()[k], v)
+        runs = [
+            speculative_generate(
+                target.runner, MedusaDrafter.build(target, drafter=str(tmp_path / d)), PROMPT, StopRule(30)
+            )
+            for d in (a, b)
+        ]
+        assert runs[0].tokens == runs[1].tokens == plain(target, PROMPT, 30)
+        assert runs[0].stats.accepted == runs[1].stats.accepted
+
+
+def test_foreign_vllm_medusa_directories_are_refused_by_name(tmp_path):
+    target = tiny_target()
+    save_medusa(make_medusa(target), tmp_path / "d")
+    from draftsmith.drafters.medusa.export import write_vllm
+    from draftsmith.export.common import verifier_of
+
+    write_vllm(load_medusa(tmp_path / "d", target), tmp_path / "v", verifier_of(target))
+    weights = load_file(str(tmp_path / "v" / "model.safetensors"))
+    weights["lm_heads.0.weight"] = weights["lm_heads.0.weight"] + 1.0  # a head trained as Medusa-1 does
+    save_file(weights, str(tmp_path / "v" / "model.safetensors"))
+    with pytest.raises(DraftsmithError, match="its own lm_head"):
+        load_medusa(tmp_path / "v", target)
+    cfg = json.loads((tmp_path / "v" / "config.json").read_text())
+    (tmp_path / "v" / "config.json").write_text(json.dumps(cfg | {"hidden_size": 4096}))
+    with pytest.raises(DraftsmithError, match="the target has 64"):
+        load_medusa(tmp_path / "v", target)
+    del weights["blocks.1.layers.0.weight"]
+    save_file(weights, str(tmp_path / "v" / "model.safetensors"))
+    (tmp_path / "v" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(DraftsmithError, match="has no weight 'blocks.1.layers.0.weight'"):
+        load_medusa(tmp_path / "v", target)

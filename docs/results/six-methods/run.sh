@@ -9,10 +9,13 @@
 set -eu
 OUT=${1:?usage: run.sh OUT_DIR}
 D=${D:-data}
+METHODS=${METHODS:-plain,ngram,draft-model,eagle3,mtp,dflash,dspark}  # add medusa: $D/long/medusa
+EXTRA_DRAFTERS=""
+case ",$METHODS," in *,medusa,*) EXTRA_DRAFTERS="--drafter medusa=$D/long/medusa" ;; esac
 for m in eagle3 mtp distilled; do
   [ -d "$D/long/$m" ] || { echo "missing $D/long/$m: train it first (docs/results/train-long.sh)" >&2; exit 1; }
 done
-METHODS=${METHODS:-plain,ngram,draft-model,eagle3,mtp,dflash,dspark} \
-BENCH_ARGS="--drafter eagle3=$D/long/eagle3 --drafter mtp=$D/long/mtp --draft-model $D/long/distilled" \
+METHODS=$METHODS \
+BENCH_ARGS="--drafter eagle3=$D/long/eagle3 --drafter mtp=$D/long/mtp --draft-model $D/long/distilled $EXTRA_DRAFTERS" \
   "$(dirname "$0")/../bench-session8/run.sh" "$OUT"
 .venv/bin/python "$(dirname "$0")/table.py" "$OUT/bench.json" "$D/long" | tee "$OUT/six-methods.md"

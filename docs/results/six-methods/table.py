@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 TRAINED = {"draft-model": "distilled", "distilled": "distilled", "eagle3": "eagle3", "mtp": "mtp"}
+TRAINED |= {"medusa": "medusa"}
 TRAINED |= {"dflash": "dflash", "dspark": "dspark", "hybrid": "dspark"}
 SUITES = ["humaneval", "mtbench", "gsm", "alpaca"]
 WHAT_DRAFTS = {  # the seeds' selection table, column "what drafts" (../shared/REFERENCE.md section 2)
@@ -22,6 +23,7 @@ WHAT_DRAFTS = {  # the seeds' selection table, column "what drafts" (../shared/R
     "dflash": "1 layer, one parallel pass for a block of 7",
     "dspark": "DFlash's block + serial Markov head + confidence head",
     "hybrid": "n-gram on a long match, DSpark otherwise",
+    "medusa": "K residual heads on the last target state, one parallel pass",
 }
 
 
@@ -57,7 +59,8 @@ def main(bench: str, long_dir: str) -> None:
         total = f"{every['speedup_median'] or 1.0:.2f}x" if every else "-"
         same = sum(by[(s, m)]["identical"] for s in SUITES if (s, m) in by)
         prompts = sum(by[(s, m)]["prompts"] for s in SUITES if (s, m) in by)
-        print(f"| {m} | {WHAT_DRAFTS.get(m, '')} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
+        what = WHAT_DRAFTS.get(m, "")
+        print(f"| {m} | {what} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
 
 
 if __name__ == "__main__":

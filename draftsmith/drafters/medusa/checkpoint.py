@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from draftsmith.drafters.checkpoint import check_target, load_weights
 from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
 from draftsmith.errors import DraftsmithError
+from draftsmith.export.common import read_config
 
 
 def save_medusa(model: MedusaModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
@@ -28,14 +29,20 @@ def save_medusa(model: MedusaModel, directory: str | Path, dtype: torch.dtype | 
 
 
 def load_medusa(directory: str | Path, target, dtype: torch.dtype | None = None) -> MedusaModel:
-    """Heads saved by save_medusa, on the target's device and dtype with its lm_head attached; heads
-    trained for another target are refused."""
+    """Heads saved by save_medusa (or exported to vLLM's medusa format), on the target's device and
+    dtype with its lm_head attached; heads trained for another target are refused."""
+    from draftsmith.drafters.medusa import export
+
     path = Path(directory)
     if not path.is_dir():
         raise DraftsmithError(f"drafter directory not found: {directory}")
-    cfg = MedusaConfig.load(path)
-    check_target(cfg, path, target, "Medusa drafter")
-    model = load_weights(MedusaModel(cfg), path)
+    config = read_config(path)
+    if export.owns(config):
+        model = export.read_vllm(path, config, target)
+    else:
+        cfg = MedusaConfig.load(path)
+        check_target(cfg, path, target, "Medusa drafter")
+        model = load_weights(MedusaModel(cfg), path)
     p = next(target.model.parameters())
     model.to(device=p.device, dtype=dtype or p.dtype)
     model.d2t = model.d2t.to(p.device)

@@ -28,10 +28,21 @@ class MedusaDrafter(Drafter):
     )
     recipe = MedusaRecipe()
     hidden_layers = (FINAL,)
+    export_formats = ("vllm",)
 
     @classmethod
     def owns(cls, path, config: dict | None) -> bool:
-        return str((config or {}).get("format", "")) == FORMAT
+        """Heads trained here, or a vLLM medusa directory (which loads back as well)."""
+        from draftsmith.drafters.medusa.export import owns
+
+        return str((config or {}).get("format", "")) == FORMAT or owns(config)
+
+    @classmethod
+    def export(cls, directory, fmt: str, out, target, verifier):
+        from draftsmith.drafters.medusa.export import WRITERS
+        from draftsmith.export import stored_dtype
+
+        return WRITERS[fmt](load_medusa(directory, target, dtype=stored_dtype(directory)), out, verifier)
 
     def __init__(self, model: MedusaModel, target_vocab: int, k: int | None = None) -> None:
         if k is not None and k < 0:

@@ -1,0 +1,117 @@
+"""Medusa heads in vLLM's `medusa` format, and back (vLLM: model_executor/models/medusa.py and
+transformers_utils/configs/medusa.py).
+
+The layout: config.json with model_type "medusa", hidden_size, vocab_size (the target's), num_heads,
+num_hidden_layers (residual blocks per head), truncated_vocab_size (the draft vocabulary),
+medusa_fc_bias and original_lm_head (one lm_head shared by every head); weights
+`blocks.{i}.layers.{j}.{weight,bias}`, `lm_heads.0.weight` (the shared head, truncated) and, for a
+reduced vocabulary, `token_map` (draft index -> target id: our d2t). vLLM's block computes
+x + SiLU(W x + b) layer by layer on the target's final-norm hidden state, as ours does, and its
+proposals are each head's top-1 token, as our greedy drafts are.
+
+Imported directories draft through the target's own lm_head, as heads trained here do: one whose
+head is not the target's (original Medusa checkpoints train a copy per head) is refused by name.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
+from draftsmith.errors import DraftsmithError
+from draftsmith.export import common
+
+FORMATS = ("vllm",)
+
+
+def files(model: MedusaModel, verifier: common.Verifier) -> tuple[dict, dict[str, torch.Tensor]]:
+    """config.json contents and weights of the vLLM medusa directory."""
+    cfg = model.cfg
+    sd = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    dtype = sd["heads.0.0.linear.weight"].dtype
+    weights = {
+        f"blocks.{i}.layers.{j}.{p}": sd[f"heads.{i}.{j}.linear.{p}"]
+        for i in range(cfg.num_heads)
+        for j in range(cfg.num_layers)
+        for p in ("weight", "bias")
+    }
+    weights["lm_heads.0.weight"] = model.head.detach().cpu().to(dtype)
+    vd = model.d2t.shape[0]
+    if vd < cfg.target_vocab_size:
+        weights["token_map"] = model.d2t.cpu()
+    config = {
+        "architectures": ["MedusaModel"],
+        "model_type": "medusa",
+        "hidden_size": cfg.hidden_size,
+        "vocab_size": cfg.target_vocab_size,
+        "num_heads": cfg.num_heads,
+        "num_hidden_layers": cfg.num_layers,
+        "truncated_vocab_size": vd,
+        "medusa_fc_bias": True,
+        "original_lm_head": True,
+        "torch_dtype": str(dtype).removeprefix("torch."),
+        "verifier": verifier.name,
+    }
+    return config, weights
+
+
+def write_vllm(model: MedusaModel, out: str | Path, verifier: common.Verifier) -> Path:
+    return common.write_dir(out, *files(model, verifier))
+
+
+WRITERS = {"vllm": write_vllm}
+
+
+def owns(config: dict | None) -> bool:
+    return (config or {}).get("model_type") == "medusa"
+
+
+def need(weights: dict[str, torch.Tensor], name: str, where: Path) -> torch.Tensor:
+    if name not in weights:
+        raise DraftsmithError(f"{where} has no weight {name!r} (a corrupt or incomplete export?)")
+    return weights[name]
+
+
+def read_vllm(path: Path, config: dict, target) -> MedusaModel:
+    """A vLLM medusa directory as draftsmith heads for `target` (fp32, lm_head not yet attached)."""
+    head_w = target.model.get_output_embeddings().weight
+    vocab, h = head_w.shape[0], int(target.model.config.hidden_size)
+    try:
+        heads, layers = int(config["num_heads"]), int(config["num_hidden_layers"])
+        if int(config["hidden_size"]) != h or int(config["vocab_size"]) != vocab:
+            raise DraftsmithError(
+                f"{path} is a Medusa drafter for hidden size {config['hidden_size']} and vocabulary "
+                f"{config['vocab_size']}; the target has {h} and {vocab}"
+            )
+    except (KeyError, TypeError, ValueError) as e:
+        raise DraftsmithError(f"{path}/config.json is not a vLLM medusa config: {e!r}") from e
+    weights = common.read_weights(path)
+    d2t = weights.get("token_map")
+    vd = int(d2t.shape[0]) if d2t is not None else vocab
+    cfg = MedusaConfig(h, vocab, heads, layers, vd if vd < vocab else None, target_name=target.name)
+    model = MedusaModel(cfg)
+    if d2t is not None:
+        model.d2t = d2t.long()
+    state = {"d2t": model.d2t}
+    for i in range(heads):
+        for j in range(layers):
+            w = need(weights, f"blocks.{i}.layers.{j}.weight", path)
+            b = weights.get(f"blocks.{i}.layers.{j}.bias", torch.zeros(h, dtype=w.dtype))
+            state[f"heads.{i}.{j}.linear.weight"], state[f"heads.{i}.{j}.linear.bias"] = w, b
+    try:
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
+    except RuntimeError as e:
+        raise DraftsmithError(f"{path} does not match its config: {e}") from e
+    target_rows = head_w.detach().float()[model.d2t]
+    for i in [0] if config.get("original_lm_head", False) else range(heads):
+        lm = need(weights, f"lm_heads.{i}.weight", path).float()
+        if lm.shape[0] == vocab and vd < vocab:  # a whole head: vLLM keeps the token_map rows
+            lm = lm[model.d2t]
+        if lm.shape != target_rows.shape or not torch.allclose(lm, target_rows, atol=1e-2, rtol=1e-2):
+            raise DraftsmithError(
+                f"{path} has its own lm_head (lm_heads.{i}), not the target's: draftsmith's Medusa "
+                "drafts through the target's lm_head (train heads with `draftsmith train --method medusa`)"
+            )
+    return model
