@@ -261,23 +261,31 @@ def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_pat
 
 
 def test_foreign_vllm_medusa_directories_are_refused_by_name(tmp_path):
-    target = tiny_target()
-    save_medusa(make_medusa(target), tmp_path / "d")
+    """What vLLM would compute differently from draftsmith: another head, biases it would drop, a
+    broken token map, weights the config does not describe."""
     from draftsmith.drafters.medusa.export import write_vllm
     from draftsmith.export.common import verifier_of
 
+    target = tiny_target()
+    save_medusa(make_medusa(target, draft_vocab=48), tmp_path / "d")
     write_vllm(load_medusa(tmp_path / "d", target), tmp_path / "v", verifier_of(target))
-    weights = load_file(str(tmp_path / "v" / "model.safetensors"))
-    weights["lm_heads.0.weight"] = weights["lm_heads.0.weight"] + 1.0  # a head trained as Medusa-1 does
-    save_file(weights, str(tmp_path / "v" / "model.safetensors"))
-    with pytest.raises(DraftsmithError, match="its own lm_head"):
-        load_medusa(tmp_path / "v", target)
     cfg = json.loads((tmp_path / "v" / "config.json").read_text())
-    (tmp_path / "v" / "config.json").write_text(json.dumps(cfg | {"hidden_size": 4096}))
-    with pytest.raises(DraftsmithError, match="the target has 64"):
-        load_medusa(tmp_path / "v", target)
-    del weights["blocks.1.layers.0.weight"]
-    save_file(weights, str(tmp_path / "v" / "model.safetensors"))
-    (tmp_path / "v" / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(DraftsmithError, match="has no weight 'blocks.1.layers.0.weight'"):
-        load_medusa(tmp_path / "v", target)
+    good = load_file(str(tmp_path / "v" / "model.safetensors"))
+
+    def refused(match: str, config: dict | None = None, **changes) -> None:
+        weights = {k: v for k, v in (good | changes).items() if v is not None}
+        save_file(weights, str(tmp_path / "v" / "model.safetensors"))
+        (tmp_path / "v" / "config.json").write_text(json.dumps(cfg | (config or {})))
+        with pytest.raises(DraftsmithError, match=match):
+            load_medusa(tmp_path / "v", target)
+
+    refused("its own lm_head", **{"lm_heads.0.weight": good["lm_heads.0.weight"] + 0.01})  # Medusa-1's copies
+    refused("the target has 64", {"hidden_size": 4096})
+    refused("missing \\['blocks.1.layers.0.weight'\\]", **{"blocks.1.layers.0.weight": None})
+    refused("unexpected \\['blocks.0.layers.0.bias'", {"medusa_fc_bias": False})  # vLLM would drop them
+    refused("missing \\['lm_heads.1.weight'", {"original_lm_head": False})
+    dup = good["token_map"].clone()
+    dup[1] = dup[0]
+    refused("distinct ids", token_map=dup)
+    refused("must be 47 integer ids, got \\(48,\\)", {"truncated_vocab_size": 47})
+    refused("unexpected \\['extra'\\]", extra=torch.zeros(1))

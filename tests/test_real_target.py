@@ -145,3 +145,27 @@ def test_fixed_rows_need_the_lean_runner():
 
     with pytest.raises(DraftsmithError, match="lean runner"):
         Target(tiny_model("gemma3_text"), IdTokenizer(), fixed_rows=4)
+
+
+@pytest.mark.parametrize("method", ["eagle3", "mtp", "distilled", "medusa"])
+def test_methods_trained_here_are_lossless_on_the_default_target(smollm, method, tmp_path):
+    """Each recipe's freshly built drafter (as `draftsmith train` starts it), saved and loaded back the
+    way --drafter loads it, decodes the default target exactly as transformers' greedy generate."""
+    import dataclasses
+
+    from draftsmith.drafters.dflash.config import default_target_layers
+    from draftsmith.training.recipe import make_options, recipe_for
+
+    recipe = recipe_for(method)
+    full_vocab = (
+        {"draft_vocab": 0} if "draft_vocab" in {f.name for f in dataclasses.fields(recipe.options)} else {}
+    )
+    layers = default_target_layers(smollm.model.config.num_hidden_layers)
+    torch.manual_seed(0)
+    model = recipe.build(smollm, make_options(recipe, full_vocab), layers, None)
+    recipe.save(model, tmp_path / method, None)
+    drafter = build_drafter(method, smollm, drafter=str(tmp_path / method))
+    ids = smollm.encode(PROMPTS[0])
+    out = generate(smollm, ids, drafter, max_new_tokens=32)
+    assert out.tokens == hf_greedy(smollm, ids, 32), method
+    assert out.stats.drafted > 0

@@ -43,6 +43,8 @@ def load_medusa(directory: str | Path, target, dtype: torch.dtype | None = None)
         cfg = MedusaConfig.load(path)
         check_target(cfg, path, target, "Medusa drafter")
         model = load_weights(MedusaModel(cfg), path)
+        size = cfg.draft_vocab_size or cfg.target_vocab_size
+        model.d2t = export.check_map(model.d2t, cfg.target_vocab_size, size, path)
     p = next(target.model.parameters())
     model.to(device=p.device, dtype=dtype or p.dtype)
     model.d2t = model.d2t.to(p.device)

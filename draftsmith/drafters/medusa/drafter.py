@@ -68,11 +68,11 @@ class MedusaDrafter(Drafter):
         return id(self.model)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
-        self.state = hidden[FINAL][-1:] if hidden and hidden[FINAL].shape[0] else None
+        self.state = hidden[FINAL][-1:].clone() if hidden and hidden[FINAL].shape[0] else None
 
     def accept(self, tokens: torch.Tensor, n_new: int, hidden) -> None:
         if hidden and hidden[FINAL].shape[0]:
-            self.state = hidden[FINAL][-1:]
+            self.state = hidden[FINAL][-1:].clone()
 
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
         return self.propose_batch([self], [tokens], [k], [params], [generator])[0]

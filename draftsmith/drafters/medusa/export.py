@@ -68,18 +68,28 @@ def owns(config: dict | None) -> bool:
     return (config or {}).get("model_type") == "medusa"
 
 
-def need(weights: dict[str, torch.Tensor], name: str, where: Path) -> torch.Tensor:
-    if name not in weights:
-        raise DraftsmithError(f"{where} has no weight {name!r} (a corrupt or incomplete export?)")
-    return weights[name]
+def check_map(d2t: torch.Tensor, vocab: int, size: int, where: Path) -> torch.Tensor:
+    """A draft vocabulary map (draft index -> target id) that speculative sampling can trust: 1-D,
+    `size` distinct ids of the target's vocabulary (a repeated id would corrupt the draft
+    distribution handed to verification)."""
+    if d2t.dim() != 1 or d2t.is_floating_point() or d2t.shape[0] != size:
+        raise DraftsmithError(
+            f"{where}: the draft vocabulary map must be {size} integer ids, got {tuple(d2t.shape)}"
+        )
+    d2t = d2t.long()
+    if d2t.numel() and (int(d2t.min()) < 0 or int(d2t.max()) >= vocab or d2t.unique().numel() != size):
+        raise DraftsmithError(f"{where}: the draft vocabulary map must hold distinct ids in 0..{vocab - 1}")
+    return d2t
 
 
 def read_vllm(path: Path, config: dict, target) -> MedusaModel:
-    """A vLLM medusa directory as draftsmith heads for `target` (fp32, lm_head not yet attached)."""
+    """A vLLM medusa directory as draftsmith heads for `target` (fp32, lm_head not yet attached).
+    Anything vLLM would compute differently from draftsmith is refused by name."""
     head_w = target.model.get_output_embeddings().weight
     vocab, h = head_w.shape[0], int(target.model.config.hidden_size)
     try:
         heads, layers = int(config["num_heads"]), int(config["num_hidden_layers"])
+        vd = int(config.get("truncated_vocab_size") or config["vocab_size"])
         if int(config["hidden_size"]) != h or int(config["vocab_size"]) != vocab:
             raise DraftsmithError(
                 f"{path} is a Medusa drafter for hidden size {config['hidden_size']} and vocabulary "
@@ -87,31 +97,45 @@ def read_vllm(path: Path, config: dict, target) -> MedusaModel:
             )
     except (KeyError, TypeError, ValueError) as e:
         raise DraftsmithError(f"{path}/config.json is not a vLLM medusa config: {e!r}") from e
+    bias = bool(config.get("medusa_fc_bias", False))  # vLLM's default: layers without bias
+    shared = bool(config.get("original_lm_head", False))
     weights = common.read_weights(path)
-    d2t = weights.get("token_map")
-    vd = int(d2t.shape[0]) if d2t is not None else vocab
+    expected = {f"blocks.{i}.layers.{j}.weight" for i in range(heads) for j in range(layers)}
+    if bias:
+        expected |= {f"blocks.{i}.layers.{j}.bias" for i in range(heads) for j in range(layers)}
+    expected |= {"lm_heads.0.weight"} if shared else {f"lm_heads.{i}.weight" for i in range(heads)}
+    if vd < vocab:
+        expected.add("token_map")
+    missing, unexpected = sorted(expected - set(weights)), sorted(set(weights) - expected)
+    if missing or unexpected:
+        raise DraftsmithError(
+            f"{path} does not match its config (num_heads {heads}, num_hidden_layers {layers}, "
+            f"medusa_fc_bias {bias}, original_lm_head {shared}, truncated_vocab_size {vd}): "
+            f"missing {missing[:4]}, unexpected {unexpected[:4]}"
+        )
     cfg = MedusaConfig(h, vocab, heads, layers, vd if vd < vocab else None, target_name=target.name)
     model = MedusaModel(cfg)
-    if d2t is not None:
-        model.d2t = d2t.long()
+    if vd < vocab:
+        model.d2t = check_map(weights["token_map"], vocab, vd, path)
     state = {"d2t": model.d2t}
     for i in range(heads):
         for j in range(layers):
-            w = need(weights, f"blocks.{i}.layers.{j}.weight", path)
-            b = weights.get(f"blocks.{i}.layers.{j}.bias", torch.zeros(h, dtype=w.dtype))
+            w = weights[f"blocks.{i}.layers.{j}.weight"]
+            b = weights[f"blocks.{i}.layers.{j}.bias"] if bias else torch.zeros(h, dtype=w.dtype)
             state[f"heads.{i}.{j}.linear.weight"], state[f"heads.{i}.{j}.linear.bias"] = w, b
     try:
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
     except RuntimeError as e:
         raise DraftsmithError(f"{path} does not match its config: {e}") from e
-    target_rows = head_w.detach().float()[model.d2t]
-    for i in [0] if config.get("original_lm_head", False) else range(heads):
-        lm = need(weights, f"lm_heads.{i}.weight", path).float()
+    for i in [0] if shared else range(heads):
+        lm = weights[f"lm_heads.{i}.weight"]
         if lm.shape[0] == vocab and vd < vocab:  # a whole head: vLLM keeps the token_map rows
             lm = lm[model.d2t]
-        if lm.shape != target_rows.shape or not torch.allclose(lm, target_rows, atol=1e-2, rtol=1e-2):
+        # draftsmith drafts through the target's own head: the file's must be exactly its rows
+        rows = head_w.detach()[model.d2t].to(lm.dtype)
+        if lm.shape != rows.shape or not torch.equal(lm, rows):
             raise DraftsmithError(
-                f"{path} has its own lm_head (lm_heads.{i}), not the target's: draftsmith's Medusa "
+                f"{path} has its own lm_head (lm_heads.{i}), not this target's: draftsmith's Medusa "
                 "drafts through the target's lm_head (train heads with `draftsmith train --method medusa`)"
             )
     return model
