@@ -128,8 +128,15 @@ class OptionFlag:
         return _flag(next(iter(self.fields.values())))
 
     def help(self) -> str:
+        """One line for the flag: its help and default, per method where the methods differ."""
         first = next(iter(self.fields.values()))
+        helps = {m: f.metadata.get("help", "") for m, f in self.fields.items()}
         defaults = {m: f.default for m, f in self.fields.items()}
+        if len(set(helps.values())) > 1:  # a flag that means something else per method
+            groups: dict[tuple[str, str], list[str]] = {}
+            for m in self.fields:
+                groups.setdefault((helps[m], repr(defaults[m])), []).append(m)
+            return "; ".join(f"{', '.join(ms)}: {h} (default {d})" for (h, d), ms in groups.items())
         if len(set(map(repr, defaults.values()))) == 1:
             where = f"{', '.join(defaults)}; default {first.default}"
         else:

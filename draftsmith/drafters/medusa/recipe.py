@@ -29,9 +29,9 @@ EVAL_ANCHORS = 64
 
 @dataclass
 class MedusaOptions:
-    anchors: int = field(default=64, metadata={"help": "anchored blocks per sequence"})
+    anchors: int = field(default=64, metadata={"help": "training rows per sequence (0 = every row)"})
     heads: int = field(default=4, metadata={"help": "Medusa: heads (the most drafts per round)"})
-    num_layers: int = field(default=1, metadata={"flag": "--layers", "help": "draft decoder layers"})
+    num_layers: int = field(default=1, metadata={"flag": "--layers", "help": "residual blocks per head"})
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
     step_decay: float = field(default=0.8, metadata={"help": "Medusa: loss weight of head i is this^(i-1)"})
     label: str = field(
