@@ -289,3 +289,12 @@ def test_foreign_vllm_medusa_directories_are_refused_by_name(tmp_path):
     refused("distinct ids", token_map=dup)
     refused("must be 47 integer ids, got \\(48,\\)", {"truncated_vocab_size": 47})
     refused("unexpected \\['extra'\\]", extra=torch.zeros(1))
+
+
+def test_train_help_gives_each_method_its_own_meaning_of_a_shared_flag():
+    from draftsmith.training.recipe import option_fields
+
+    anchors = option_fields()["anchors"].help()
+    assert "medusa: training rows per sequence (0 = every row) (default 64)" in anchors
+    assert "dflash, dspark" in anchors
+    assert option_fields()["heads"].help() == "Medusa: heads (the most drafts per round) [medusa; default 4]"
