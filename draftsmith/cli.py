@@ -188,6 +188,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
         prompts[items[0].suite if items else name] = items
     drafter_options = _drafter_options(args)  # bad --drafter values fail before the model loads
     target = _load_target(args)
+
+    def save(result, final: bool = True) -> str:
+        table = markdown_table(result.summaries)
+        calib = calibration_table(result.summaries)
+        if calib:
+            table += "\n\nConfidence calibration (DSpark):\n\n" + calib
+        if args.out:
+            Path(args.out).write_text(json.dumps(result.to_json(), indent=1))
+        if args.markdown:
+            Path(args.markdown).write_text(table + "\n")
+        if not final and (args.out or args.markdown):
+            done = result.config["repeats_done"]
+            print(f"\nsaved repeat {done} of {args.repeats} (kept if the bench is stopped)", file=sys.stderr)
+        return table
+
     result = run_bench(
         target,
         prompts,
@@ -198,17 +213,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         k=args.k,
         drafter_options=drafter_options,
         source=args.target,
+        checkpoint=lambda partial: save(partial, final=False),
     )
-    table = markdown_table(result.summaries)
-    calib = calibration_table(result.summaries)
-    if calib:
-        table += "\n\nConfidence calibration (DSpark):\n\n" + calib
-    print(table)
+    print(save(result))
     if args.out:
-        Path(args.out).write_text(json.dumps(result.to_json(), indent=1))
         print(f"saved {args.out}", file=sys.stderr)
-    if args.markdown:
-        Path(args.markdown).write_text(table + "\n")
     return 0
 
 

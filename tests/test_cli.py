@@ -83,6 +83,29 @@ def test_bench_writes_json_with_losslessness(capsys, tmp_path):
     assert set(rows) == {"plain", "ngram", "hf-plain"}
     assert rows["ngram"]["identical"] == 1 and rows["hf-plain"]["identical"] == 1
     assert rows["ngram"]["speedup_median"] > 0 and len(data["records"]) == 6
+    assert data["config"]["repeats_done"] == 2
+
+
+def test_a_stopped_bench_keeps_its_complete_repeats():
+    """After each repeat but the last, the results so far are saved: stopping a long bench during
+    repeat 2 keeps repeat 1, summarised over its complete repeats only."""
+    from conftest import tiny_target
+
+    from draftsmith.evaluation.bench import run_bench
+    from draftsmith.evaluation.suites import Prompt
+
+    target = tiny_target()
+    prompts = {"mini": [Prompt("mini", f"p{i}", f"t{5 + i} t9 t14 t3", chat=False) for i in range(2)]}
+    saved = []
+    result = run_bench(
+        target, prompts, ["ngram"], repeats=3, max_new_tokens=8, progress=False, checkpoint=saved.append
+    )
+    assert [p.config["repeats_done"] for p in saved] == [1, 2] and result.config["repeats_done"] == 3
+    first = saved[0]
+    assert len(first.records) == 4 and {r.repeat for r in first.records} == {0}
+    ngram = next(s for s in first.summaries if s.method == "ngram")
+    assert ngram.prompts == 2 and ngram.identical == 2 and ngram.speedup_median > 0
+    assert len(result.records) == 12
 
 
 def test_training_commands_end_to_end(capsys, tmp_path):

@@ -116,8 +116,12 @@ def run_bench(
     drafter_options: dict | None = None,
     source: str | None = None,
     progress: bool = True,
+    checkpoint: Callable[[BenchResult], None] | None = None,
 ) -> BenchResult:
-    """Run every method on every prompt `repeats` times, interleaved; summarise per suite."""
+    """Run every method on every prompt `repeats` times, interleaved; summarise per suite.
+
+    checkpoint: called after each repeat but the last with the result so far (complete repeats
+    only, config["repeats_done"]), so a long bench that is stopped keeps what it measured."""
     if repeats < 1:
         raise DraftsmithError(f"repeats must be >= 1, got {repeats}")
     params = params or SamplingParams()
@@ -173,7 +177,13 @@ def run_bench(
                     tokens, seconds, stats = runners[name](ids, rep)
                     result.records.append(RunRecord(suite, prompt.id, name, rep, tokens, seconds, stats))
                     bar.update()
+        if checkpoint is not None and rep + 1 < repeats:
+            done = list(result.records)
+            summaries = summarise(done, methods, list(prompts), rep + 1, params.greedy)
+            config = result.config | {"repeats_done": rep + 1}
+            checkpoint(BenchResult(config, result.machine, summaries, done))
     bar.close()
+    result.config["repeats_done"] = repeats
     result.summaries = summarise(result.records, methods, list(prompts), repeats, params.greedy)
     return result
 
