@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import TypeVar
 
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from draftsmith.errors import DraftsmithError
 
@@ -54,6 +55,21 @@ def check_target(cfg, path: str | Path, target, what: str = "drafter") -> None:
             f"{what} {path} was trained for target {cfg.target_name!r} "
             f"(fingerprint {cfg.target_fingerprint}), not for {target.name!r}; train one for this target"
         )
+
+
+def save_model(model: torch.nn.Module, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
+    """config.json (`model.cfg.save`) + model.safetensors, atomic per file (temporary name, then
+    rename), so an interrupted save keeps the last one; integer buffers (d2t) keep their type."""
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    model.cfg.save(out, tmp_suffix=".tmp")
+    os.replace(out / "config.json.tmp", out / "config.json")
+    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
+    if dtype is not None:
+        tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
+    save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
+    os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
+    return out
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 
-from draftsmith.drafters.checkpoint import check_target, load_weights
+from draftsmith.drafters.checkpoint import check_target, load_weights, save_model
 from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
 from draftsmith.errors import DraftsmithError
 from draftsmith.export.common import read_config
 
 
 def save_medusa(model: MedusaModel, directory: str | Path, dtype: torch.dtype | None = None) -> Path:
-    """Atomic per file (temporary name, then rename), so an interrupted save keeps the last one."""
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    model.cfg.save(out, tmp_suffix=".tmp")
-    os.replace(out / "config.json.tmp", out / "config.json")
-    tensors = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    if dtype is not None:  # integer buffers (d2t) keep their type
-        tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
-    save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
-    os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
-    return out
+    return save_model(model, directory, dtype)
 
 
 def load_medusa(directory: str | Path, target, dtype: torch.dtype | None = None) -> MedusaModel:
