@@ -12,11 +12,12 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
 from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks, sample_anchors
+from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
+from draftsmith.training.anchors import sample_anchors
 
 MASK_ID = 0
 

@@ -15,8 +15,9 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import LABELS, block_loss, build_blocks, sample_anchors
+from draftsmith.drafters.dflash.training import LABELS, block_loss, build_blocks
 from draftsmith.errors import DraftsmithError
+from draftsmith.training.anchors import sample_anchors
 from draftsmith.training.recipe import Recipe
 
 

@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from draftsmith.drafters.dflash.model import DFlashModel
-
-IGNORE = -100
+from draftsmith.training.anchors import CAPPED_DRAFT, IGNORE
 
 
 @dataclass
@@ -29,16 +28,6 @@ class BlockBatch:
     slot: torch.Tensor  # [Q] slot index k
     target_pos: torch.Tensor  # [b, Q] a + k: where the target's own distribution for slot k lives
     greedy_labels: torch.Tensor | None = None  # [b, Q] the target's argmax at a + k (IGNORE where absent)
-
-
-def sample_anchors(loss_mask: torch.Tensor, n: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """Up to n anchors a >= 1 with x_a and x_(a+1) both in the loss mask (sorted)."""
-    ok = loss_mask[1:-1] & loss_mask[2:]
-    candidates = ok.nonzero().flatten() + 1
-    if candidates.numel() <= n:
-        return candidates
-    pick = torch.randperm(candidates.numel(), generator=generator)[:n]
-    return candidates[pick].sort().values
 
 
 def build_blocks(
@@ -112,11 +101,6 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
 
 LABELS = ("token", "greedy", "soft")
 """What the CE term learns: the written token, the target's argmax, or the target's distribution."""
-
-CAPPED_DRAFT = 3
-"""Draft length of the capped tau metric: what a 4-row bf16 fixed-shape step verifies on the
-2-core development CPU (`draftsmith calibrate --dtype bfloat16`)."""
-
 
 def block_loss(
     model: DFlashModel,

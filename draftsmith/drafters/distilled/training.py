@@ -19,8 +19,8 @@ import torch
 import torch.nn.functional as F
 
 from draftsmith.drafters.dflash.recipe import pad_stack
-from draftsmith.drafters.dflash.training import CAPPED_DRAFT, sample_anchors
 from draftsmith.drafters.distilled.model import DEPTH, DistilledDraft
+from draftsmith.training.anchors import CAPPED_DRAFT, sample_anchors
 
 CHUNK = 1024
 """Positions per chunk of the vocabulary-sized loss: bounds its [chunk, V] tensors, which are freed

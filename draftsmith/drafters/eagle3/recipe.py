@@ -9,12 +9,12 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters.checkpoint import target_fingerprint
-from draftsmith.drafters.dflash.training import sample_anchors
 from draftsmith.drafters.eagle3.checkpoint import save_drafter
 from draftsmith.drafters.eagle3.config import Eagle3Config, pick_layers
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.training import LABELS, TOKENS, TTTBatch, pad_anchors, ttt_loss
 from draftsmith.errors import DraftsmithError
+from draftsmith.training.anchors import sample_anchors
 from draftsmith.training.recipe import Recipe
 
 EVAL_DEPTH = 7

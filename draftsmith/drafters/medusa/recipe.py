@@ -15,16 +15,13 @@ import torch
 import torch.nn.functional as F
 
 from draftsmith.drafters.checkpoint import target_fingerprint
-from draftsmith.drafters.dflash.training import CAPPED_DRAFT, sample_anchors
 from draftsmith.drafters.medusa.checkpoint import save_medusa
 from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
 from draftsmith.drafters.mtp.recipe import collate
-from draftsmith.drafters.mtp.training import IGNORE, LABELS, ChainBatch, accepted, anchor_labels
+from draftsmith.drafters.mtp.training import LABELS, ChainBatch
 from draftsmith.errors import DraftsmithError
+from draftsmith.training.anchors import IGNORE, chain_taus, sample_anchors
 from draftsmith.training.recipe import Recipe
-
-EVAL_ANCHORS = 64
-"""Anchors per held-out sequence, drawn as DFlash's and MTP's evaluations draw them."""
 
 
 @dataclass
@@ -173,33 +170,13 @@ class MedusaRecipe(Recipe):
 
     @torch.no_grad()
     def evaluate(self, model: MedusaModel, seqs: list, opts: MedusaOptions) -> dict[str, float]:
-        """Accepted length of the K drafts ("_k3": the first 3) at DFlash's anchors (same seed and
-        rule): "tau" against the written tokens, "tau_greedy" against the target's argmax."""
-        keys = ("tau", "tau_k3", "tau_greedy", "tau_greedy_k3")
-        if not len(seqs):
-            return {k: float("nan") for k in keys}
-        g = torch.Generator().manual_seed(12345)
-        sums = dict.fromkeys(keys, 0.0)
-        depth = model.cfg.num_heads
-        for s in seqs:
-            anchors = sample_anchors(s.loss_mask, EVAL_ANCHORS, g)
-            if not anchors.numel():
-                sums = {k: v + 1.0 for k, v in sums.items()}
-                continue
-            b = collate([s], model.d2t.device)
-            rows = (anchors - 1).to(b.ids.device)  # the newest state a round has: the anchor's predecessor
-            draft = model.d2t[model(b.final[0, rows]).argmax(-1)]  # [A, K]
-            written, greedy = anchor_labels(
-                b.ids[0], b.loss_mask[0], b.greedy[0] if b.greedy is not None else None, rows + 1, depth
-            )
-            sums["tau"] += accepted(draft, written)
-            sums["tau_k3"] += accepted(draft, written, CAPPED_DRAFT)
-            if greedy is not None:
-                sums["tau_greedy"] += accepted(draft, greedy)
-                sums["tau_greedy_k3"] += accepted(draft, greedy, CAPPED_DRAFT)
-            else:
-                sums["tau_greedy"] = sums["tau_greedy_k3"] = float("nan")
-        return {k: v / len(seqs) for k, v in sums.items()}
+        """Accepted length of the K drafts at the shared held-out anchors."""
+        return chain_taus(
+            seqs,
+            model.cfg.num_heads,
+            lambda s: collate(s, model.d2t.device),
+            lambda b, rows: model.d2t[model(b.final[0, rows]).argmax(-1)],
+        )
 
     def save(self, model: MedusaModel, out: Path, dtype: torch.dtype | None) -> None:
         save_medusa(model, out, dtype=dtype)

@@ -14,25 +14,21 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters.checkpoint import target_fingerprint
-from draftsmith.drafters.dflash.training import CAPPED_DRAFT, sample_anchors
 from draftsmith.drafters.mtp.checkpoint import save_mtp
 from draftsmith.drafters.mtp.config import MTPConfig
 from draftsmith.drafters.mtp.model import MTPModel, target_classes
 from draftsmith.drafters.mtp.training import (
     LABELS,
     ChainBatch,
-    accepted,
-    anchor_labels,
     chain_loss,
     unrolled_logits,
 )
 from draftsmith.errors import DraftsmithError
+from draftsmith.training.anchors import chain_taus
 from draftsmith.training.recipe import Recipe
 
 EVAL_DEPTH = 7
 """Drafts per anchor in the held-out accepted length (DFlash's block of 7 slots drafts up to 7)."""
-EVAL_ANCHORS = 64
-"""Anchors per held-out sequence, drawn as DFlash's evaluation draws them (same seed, same rule)."""
 
 
 @dataclass
@@ -144,36 +140,14 @@ class MTPRecipe(Recipe):
 
     @torch.no_grad()
     def evaluate(self, model: MTPModel, seqs: list, opts: MTPOptions) -> dict[str, float]:
-        """Accepted length of the recursive chain (up to 7 drafts, "_k3": 3) at DFlash's anchors (same
-        seed and rule): "tau" against the written tokens, "tau_greedy" against the target's argmax."""
-        keys = ("tau", "tau_k3", "tau_greedy", "tau_greedy_k3")
-        if not len(seqs):
-            return {k: float("nan") for k in keys}
-        g = torch.Generator().manual_seed(12345)
-        sums = dict.fromkeys(keys, 0.0)
-        for s in seqs:
-            anchors = sample_anchors(s.loss_mask, EVAL_ANCHORS, g)
-            if not anchors.numel():
-                sums = {k: v + 1.0 for k, v in sums.items()}
-                continue
-            b = collate([s], model.eh_proj.weight.device)
-            rows = (anchors - 1).to(b.ids.device)
+        """Accepted length of the recursive chain (up to 7 drafts) at the shared held-out anchors."""
+
+        def drafts(b: ChainBatch, rows: torch.Tensor) -> torch.Tensor:
             steps = unrolled_logits(model, b.ids, b.final, EVAL_DEPTH, rows)
-            draft = torch.stack(
-                [model.d2t[steps[0][0, rows].argmax(-1)]] + [model.d2t[x[0].argmax(-1)] for x in steps[1:]],
-                -1,
-            )
-            written, greedy = anchor_labels(
-                b.ids[0], b.loss_mask[0], b.greedy[0] if b.greedy is not None else None, rows + 1, EVAL_DEPTH
-            )
-            sums["tau"] += accepted(draft, written)
-            sums["tau_k3"] += accepted(draft, written, CAPPED_DRAFT)
-            if greedy is not None:
-                sums["tau_greedy"] += accepted(draft, greedy)
-                sums["tau_greedy_k3"] += accepted(draft, greedy, CAPPED_DRAFT)
-            else:
-                sums["tau_greedy"] = sums["tau_greedy_k3"] = float("nan")
-        return {k: v / len(seqs) for k, v in sums.items()}
+            first = model.d2t[steps[0][0, rows].argmax(-1)]
+            return torch.stack([first] + [model.d2t[x[0].argmax(-1)] for x in steps[1:]], -1)
+
+        return chain_taus(seqs, EVAL_DEPTH, lambda s: collate(s, model.eh_proj.weight.device), drafts)
 
     def save(self, model: MTPModel, out: Path, dtype: torch.dtype | None) -> None:
         save_mtp(model, out, dtype=dtype)

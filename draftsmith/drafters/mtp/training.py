@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from draftsmith.drafters.mtp.model import MTPModel, StepKV
+from draftsmith.training.anchors import IGNORE
 
-IGNORE = -100
 LABELS = ("token", "greedy", "soft")
 """What the CE term learns: the written token, the target's argmax, or the target's distribution."""
 
@@ -128,29 +128,3 @@ def chain_loss(
         metrics["tau_est"] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
     metrics["loss"] = float(loss.detach())
     return loss, metrics
-
-
-def anchor_labels(ids: torch.Tensor, mask: torch.Tensor, greedy: torch.Tensor | None, anchors, depth: int):
-    """Expected tokens of draft s = 1..depth after each anchor a (the last committed token): the
-    written x_(a+s) and, while the written tokens follow the target's argmax path, the target's
-    argmax greedy[a+s-1] (what greedy decoding accepts); IGNORE elsewhere. [A, depth] each."""
-    t = ids.shape[0]
-    pos = anchors[:, None] + torch.arange(1, depth + 1, device=ids.device)[None]
-    inside = pos < t
-    at = pos.clamp(max=t - 1)
-    written = torch.where(inside & mask[at], ids[at], IGNORE)
-    if greedy is None:
-        return written, None
-    before = greedy[(pos - 1).clamp(max=t - 1)]
-    on_path = torch.ones_like(written, dtype=torch.bool)
-    on_path[:, 1:] = (ids[at[:, :-1]] == before[:, :-1]).int().cumprod(-1).bool()
-    return written, torch.where((written != IGNORE) & on_path, before, IGNORE)
-
-
-def accepted(draft: torch.Tensor, labels: torch.Tensor, cap: int | None = None) -> float:
-    """Mean 1 + length of the run of drafts equal to their labels ([A, depth] target ids), over anchors
-    whose first draft has a label; 1.0 when none has."""
-    hit = (draft == labels) & (labels != IGNORE)
-    run = hit[:, :cap].int().cumprod(-1).sum(-1)
-    live = labels[:, 0] != IGNORE
-    return float(1.0 + run[live].float().mean()) if live.any() else 1.0
