@@ -3,11 +3,11 @@
 # issue 10's six-method bench, then issue 9's one-user server check and the 1-32 user load curves
 # (plain, confidence-scheduled DSpark, fixed-k DSpark) with the queued context feeds.
 # Waits for a running `draftsmith train` to finish first. STAGES picks some (default: all three).
-# Usage: D=/tmp/ds [STAGES="bench one-user multi-user"] docs/results/session11/measure.sh
+# Usage: D=/tmp/ds [STAGES="bench one-user multi-user"] [OUT=DIR] docs/results/session11/measure.sh
 #        (D as for docs/results/six-methods/run.sh)
 set -u
 cd "$(git rev-parse --show-toplevel)"
-OUT=docs/results/session11
+OUT=${OUT:-docs/results/session11}  # where the one-user and multi-user results go
 while pgrep -f "draftsmith train" > /dev/null; do sleep 30; done
 STAGES=${STAGES:-bench one-user multi-user}
 for stage in $STAGES; do

@@ -1,21 +1,22 @@
 #!/bin/bash
 # Issue 10's six-method comparison: one interleaved `draftsmith bench` run (default fp32 mode, 10
 # prompts x 4 suites x 2 repeats, 128 tokens) of plain, n-gram, the distilled draft model, EAGLE-3,
-# MTP, DFlash and DSpark, every trained drafter at the same budget (docs/results/train-long.sh:
+# MTP, DFlash, DSpark and Medusa, every trained drafter at the same budget (docs/results/train-long.sh:
 # 2,000 steps of 8 sequences on the same cache), then the README table (table.py).
-# Usage: D=/tmp/ds docs/results/six-methods/run.sh OUT_DIR   ($D/long/{eagle3,mtp,distilled} from
-#        METHODS="eagle3 mtp distilled" D=/tmp/ds docs/results/train-long.sh; DFlash and DSpark are the
-#        shipped ones, trained the same way). Nothing else should run meanwhile.
+# Usage: [LONG=DIR] docs/results/six-methods/run.sh OUT_DIR   (LONG holds {eagle3,mtp,distilled,medusa};
+#        default data/smollm2/long, the committed runs; or $D/long from METHODS="eagle3 mtp distilled medusa"
+#        D=/tmp/ds docs/results/train-long.sh. DFlash and DSpark are the shipped ones, trained the same
+#        way). Nothing else should run meanwhile.
 set -eu
 OUT=${1:?usage: run.sh OUT_DIR}
-D=${D:-data}
-METHODS=${METHODS:-plain,ngram,draft-model,eagle3,mtp,dflash,dspark}  # add medusa: $D/long/medusa
+LONG=${LONG:-data/smollm2/long}
+METHODS=${METHODS:-plain,ngram,draft-model,eagle3,mtp,dflash,dspark,medusa}
 EXTRA_DRAFTERS=""
-case ",$METHODS," in *,medusa,*) EXTRA_DRAFTERS="--drafter medusa=$D/long/medusa" ;; esac
-for m in eagle3 mtp distilled; do
-  [ -d "$D/long/$m" ] || { echo "missing $D/long/$m: train it first (docs/results/train-long.sh)" >&2; exit 1; }
+case ",$METHODS," in *,medusa,*) EXTRA_DRAFTERS="--drafter medusa=$LONG/medusa" ;; esac
+for m in eagle3 mtp distilled $(case ",$METHODS," in *,medusa,*) echo medusa ;; esac); do
+  [ -d "$LONG/$m" ] || { echo "missing $LONG/$m: train it first (docs/results/train-long.sh)" >&2; exit 1; }
 done
 METHODS=$METHODS \
-BENCH_ARGS="--drafter eagle3=$D/long/eagle3 --drafter mtp=$D/long/mtp --draft-model $D/long/distilled $EXTRA_DRAFTERS" \
+BENCH_ARGS="--drafter eagle3=$LONG/eagle3 --drafter mtp=$LONG/mtp --draft-model $LONG/distilled $EXTRA_DRAFTERS" \
   "$(dirname "$0")/../bench-session8/run.sh" "$OUT"
-.venv/bin/python "$(dirname "$0")/table.py" "$OUT/bench.json" "$D/long" | tee "$OUT/six-methods.md"
+.venv/bin/python "$(dirname "$0")/table.py" "$OUT/bench.json" "$LONG" | tee "$OUT/six-methods.md"
