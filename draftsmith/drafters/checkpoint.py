@@ -48,6 +48,12 @@ def read_config(directory: str | Path, fmt: str, kind: str, cls: type[T]) -> T:
         raise DraftsmithError(f"{path} has unexpected fields: {e}") from e
 
 
+def check_draft_vocab(draft_vocab_size: int | None, target_vocab_size: int) -> None:
+    """A draft vocabulary (None: the target's whole one) must fit inside the target's."""
+    if draft_vocab_size is not None and not 0 < draft_vocab_size <= target_vocab_size:
+        raise DraftsmithError(f"draft_vocab_size must be in 1..{target_vocab_size}, got {draft_vocab_size}")
+
+
 def check_target(cfg, path: str | Path, target, what: str = "drafter") -> None:
     """Refuse a checkpoint trained for another target: its drafts would be noise, or shapes clash."""
     if target is not None and cfg.target_fingerprint and cfg.target_fingerprint != target_fingerprint(target):

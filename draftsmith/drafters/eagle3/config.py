@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from draftsmith.drafters.checkpoint import read_config, write_config
+from draftsmith.drafters.checkpoint import check_draft_vocab, read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-eagle3/1"
@@ -76,8 +76,7 @@ class Eagle3Config:
             raise DraftsmithError("num_heads must be a multiple of num_kv_heads")
         if self.ttt_steps < 1:
             raise DraftsmithError(f"ttt_steps must be >= 1, got {self.ttt_steps}")
-        if self.draft_vocab_size is not None and not 0 < self.draft_vocab_size <= self.target_vocab_size:
-            raise DraftsmithError(f"draft_vocab_size must be in 1..{self.target_vocab_size}")
+        check_draft_vocab(self.draft_vocab_size, self.target_vocab_size)
 
     @property
     def vocab(self) -> int:

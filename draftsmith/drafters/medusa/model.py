@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from draftsmith.drafters.checkpoint import read_config, write_config
+from draftsmith.drafters.checkpoint import check_draft_vocab, read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-medusa/1"
@@ -40,10 +40,7 @@ class MedusaConfig:
             raise DraftsmithError(
                 f"Medusa needs >= 1 head and layer, got {self.num_heads}, {self.num_layers}"
             )
-        if self.draft_vocab_size is not None and not 0 < self.draft_vocab_size <= self.target_vocab_size:
-            raise DraftsmithError(
-                f"draft_vocab_size must be in 1..{self.target_vocab_size}, got {self.draft_vocab_size}"
-            )
+        check_draft_vocab(self.draft_vocab_size, self.target_vocab_size)
 
     def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
         write_config(directory, FORMAT, asdict(self), tmp_suffix)

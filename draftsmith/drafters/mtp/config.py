@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from draftsmith.drafters.checkpoint import read_config, write_config
+from draftsmith.drafters.checkpoint import check_draft_vocab, read_config, write_config
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-mtp/1"
@@ -48,10 +48,7 @@ class MTPConfig:
             raise DraftsmithError(f"chain must be one of {', '.join(CHAINS)}, got {self.chain!r}")
         if self.order not in ("eh", "he"):
             raise DraftsmithError(f"order must be 'eh' or 'he', got {self.order!r}")
-        if self.draft_vocab_size is not None and not 0 < self.draft_vocab_size <= self.target_vocab_size:
-            raise DraftsmithError(
-                f"draft_vocab_size must be in 1..{self.target_vocab_size}, got {self.draft_vocab_size}"
-            )
+        check_draft_vocab(self.draft_vocab_size, self.target_vocab_size)
 
     def save(self, directory: str | Path, tmp_suffix: str = "") -> None:
         write_config(directory, FORMAT, asdict(self), tmp_suffix)
