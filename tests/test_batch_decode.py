@@ -77,6 +77,26 @@ def test_slot_runner_equals_the_single_runner_per_slot(arch):
         slots.rollback(0, 5)
 
 
+def test_a_ragged_step_multiplies_only_its_real_rows():
+    """Slots with fewer rows than the longest, and idle slots inside the range, cost no matmul rows:
+    an explore step (two requests drafting) must not make every slot in the batch pay its rows."""
+    target = tiny_target("llama")
+    seqs = prompts(3)
+    slots = SlotRunner(target.runner, 4, 64)
+    for s, ids in zip((0, 2, 3), seqs, strict=True):
+        slots.forward([(s, torch.tensor(ids))], n_logits=0)
+    layer = target.runner.layers[0]
+    seen = []
+    qkv = layer["qkv"]
+    layer["qkv"] = lambda x, row_major: seen.append(x.reshape(-1, x.shape[-1]).shape[0]) or qkv(x, row_major)
+    try:
+        slots.forward([(0, torch.tensor([5, 6, 7, 8])), (3, torch.tensor([9]))])
+        slots.forward([(0, torch.tensor([1])), (2, torch.tensor([2])), (3, torch.tensor([3]))])
+    finally:
+        layer["qkv"] = qkv
+    assert seen == [5, 3]  # not 4 slots x 4 rows, nor 4 x 1 with the idle slot 1
+
+
 def test_a_lone_slot_steps_as_it_would_in_a_batch():
     """One slot with work takes the single-request path (cache slices, no mask for one token); its
     logits, hidden states and cache must equal the padded batched path's for the same step."""

@@ -212,18 +212,29 @@ class LeanLlamaRunner(ModelRunner):
         store: Callable[[int, torch.Tensor, torch.Tensor], None],
         window: Callable[[int], tuple[torch.Tensor, torch.Tensor]],
         keep: tuple[HiddenKey, ...] = (),
+        real: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, dict[HiddenKey, torch.Tensor]]:
         """The decoder stack over x [b, n, H], shared by this runner and the batched sampler.
 
         store(i, k, v) writes layer i's new keys and values ([b, n_kv, n, head_dim]) into the
         caller's cache; window(i) returns the keys and values the queries attend over. Returns the
         last hidden state and the states listed in `keep` (0 = embeddings, i = output of layer i).
+        real: the flat indices (into b * n) of the rows that matter in a ragged batch; the matmuls
+        then run on those rows only and padded rows come out as garbage (zeros from the
+        projections), so a step costs its real rows, not b x its longest row.
         """
         b, n, _ = x.shape
         nh, nkv, hd = self.n_heads, self.n_kv, self.head_dim
         kept = {0: x} if 0 in keep else {}
+
+        def rows(fn: Callable[[torch.Tensor], torch.Tensor], t: torch.Tensor) -> torch.Tensor:
+            if real is None:
+                return fn(t)
+            y = fn(t.reshape(b * n, -1).index_select(0, real))
+            return y.new_zeros(b * n, y.shape[-1]).index_copy_(0, real, y).view(b, n, -1)
+
         for i, w in enumerate(self.layers):
-            h = w["qkv"](self._rms(x, w["ln1"]), row_major)
+            h = rows(lambda t, w=w: w["qkv"](self._rms(t, w["ln1"]), row_major), x)
             q, k, v = h.split([nh * hd, nkv * hd, nkv * hd], dim=-1)
             q, k = q.view(b, n, nh, hd), k.view(b, n, nkv, hd)
             if w["q_norm"] is not None:
@@ -232,12 +243,15 @@ class LeanLlamaRunner(ModelRunner):
             store(i, self._rotate(k.transpose(1, 2), cos, sin), v.view(b, n, nkv, hd).transpose(1, 2))
             k_all, v_all = window(i)
             att = F.scaled_dot_product_attention(q, k_all, v_all, attn_mask=mask, enable_gqa=nh != nkv)
-            x = x + w["o"](att.transpose(1, 2).reshape(b, n, nh * hd), row_major)
-            gate, up = w["gate_up"](self._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
-            x = x + w["down"](F.silu(gate) * up, row_major)
+            x = x + rows(lambda t, w=w: w["o"](t, row_major), att.transpose(1, 2).reshape(b, n, nh * hd))
+            x = x + rows(lambda t, w=w: self._mlp(w, t, row_major), x)
             if i + 1 in keep:
                 kept[i + 1] = x
         return x, kept
+
+    def _mlp(self, w: dict, x: torch.Tensor, row_major: bool) -> torch.Tensor:
+        gate, up = w["gate_up"](self._rms(x, w["ln2"]), row_major).chunk(2, dim=-1)
+        return w["down"](F.silu(gate) * up, row_major)
 
     def span_step(
         self,
