@@ -370,12 +370,21 @@ class BatchDecoder:
     def _drafting_pays(self, runs: list[Running]) -> bool:
         """Before drafting: is a speculative step worth its drafting time? Drafting grows with the
         batch while the verify step is shared, so at some concurrency plain steps win; this
-        compares expected tokens per second both ways, from each method's acceptance history, its
-        measured drafting time, the measured time each kind of step spends outside drafting and
-        the forward, and the step-cost table."""
+        compares expected tokens per second both ways (`drafting_estimate`)."""
+        estimate = self.drafting_estimate(runs)
+        if estimate is None:
+            return any(run.k for run in runs)
+        expected, drafting_s, plain_tokens, plain_s, depth = estimate
+        return depth > 0 and expected / drafting_s > plain_tokens / plain_s
+
+    def drafting_estimate(self, runs: list[Running]) -> tuple[float, float, int, float, int] | None:
+        """(expected tokens, seconds) of a drafting step, (tokens, seconds) of a plain one, and the
+        drafting step's depth: from each method's acceptance history, its measured drafting time,
+        the measured time each kind of step spends outside drafting and the forward, and the
+        step-cost table. None without a cost table or a request that drafts."""
         drafting = [run for run in runs if run.k]
         if self.cost is None or not drafting:
-            return bool(drafting)
+            return None
         b = len(runs)
         survivals = [survival_from_history(self.history(run), run.k) for run in drafting]
         depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
@@ -391,7 +400,7 @@ class BatchDecoder:
         )
         drafting_s = seconds + b * self._overhead(True) + self.cost(b, depth + 1) * self._scale(True)
         plain_s = b * self._overhead(False) + self.cost(b, 1) * self._scale(False)
-        return depth > 0 and expected / drafting_s > b / plain_s
+        return expected, drafting_s, b, plain_s, depth
 
     def _overhead(self, drafted: bool) -> float:
         """Measured per-slot step time outside drafting and the forward, for drafting or plain
