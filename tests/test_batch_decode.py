@@ -19,7 +19,7 @@ from draftsmith.drafters.mtp.drafter import MTPDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.batch_cost import BatchCost, measure, monotone
-from draftsmith.engine.batch_decode import BatchDecoder, DraftTime, batch_generate
+from draftsmith.engine.batch_decode import BatchDecoder, DraftTime, batch_generate, load, nearest, ragged_cost
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.draft_length import AcceptanceHistory
 from draftsmith.engine.runner import FINAL
@@ -271,7 +271,7 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
         decoder.draft_time = {oracle.name: frozen}
         out = batch_generate(decoder, seqs, [oracle.fork() for _ in seqs], stop)
         assert all(v >= 0 for v in decoder.overhead.values())  # each kind of step it ran is timed
-        assert (False in decoder.overhead) == (draft_seconds > 0)
+        assert any(not drafted for drafted, _ in decoder.overhead) == (draft_seconds > 0)
         return [t for t, _, _ in out], sum(s.drafted for _, _, s in out)
 
     cheap_tokens, cheap_drafted = run(0.0)  # drafting time is on the live clock (ms steps here)
@@ -297,12 +297,36 @@ def test_the_gate_prices_each_kind_of_step_at_its_own_measured_speed():
         history.update(2, 1)  # one of two drafts kept: ~1.5 tokens per round
     decoder.draft_time = {oracle.name: DraftTime()}
     decoder.draft_time[oracle.name].observe(6, 0.001)
-    decoder.cost_scale = {True: 1.0, False: 1.0}
+    decoder.cost_scale = {(True, 2): 1.0, (False, 2): 1.0}  # keyed (drafted?, load: 2 slots)
     assert decoder._drafting_pays(runs)  # as the table says: 3 rows for ~1.1x one
-    decoder.cost_scale = {True: 2.0, False: 1.0}  # drafting steps measured twice the table
+    decoder.cost_scale = {(True, 2): 2.0, (False, 2): 1.0}  # drafting steps measured twice the table
     assert not decoder._drafting_pays(runs)
-    decoder.cost_scale = {False: 1.0}  # no drafting step seen yet: the plain steps' ratio
+    decoder.cost_scale = {(False, 2): 1.0}  # no drafting step seen yet: the plain steps' ratio
     assert decoder._drafting_pays(runs)
+    # drafting measured slow at another load only: this load's plain ratio is the better guess
+    decoder.cost_scale = {(True, 16): 2.0, (False, 2): 1.0}
+    assert decoder._drafting_pays(runs)
+    decoder.cost_scale = {(True, 4): 2.0}  # nothing at this load: the nearest load of this kind
+    assert not decoder._drafting_pays(runs)
+
+
+def test_measurements_are_kept_per_load_and_ragged_steps_priced_by_their_real_rows():
+    """A step's live/table ratio is filed under its kind and load, and a ragged step is compared
+    with what its real rows cost (slots.py multiplies only those), not with the padded shape."""
+    cost = lambda b, rows: b * (1.0 + (rows - 1))  # noqa: E731 - every row of every slot costs 1
+    assert ragged_cost(cost, [1, 1, 1, 1]) == cost(4, 1)
+    assert ragged_cost(cost, [4, 4, 4, 4]) == cost(4, 4)
+    assert ragged_cost(cost, [4, 1, 1, 1]) == 7.0  # 4 + 3 extra rows, not 16
+    assert [load(b) for b in (1, 2, 3, 4, 5, 16, 17, 32)] == [1, 2, 4, 4, 8, 16, 32, 32]
+    means = {(True, 1): 0.5, (False, 16): 1.2, (True, 32): 1.5}
+    assert nearest(means, True, 1, 9.0) == 0.5
+    assert nearest(means, True, 16, 9.0) == 1.2  # this load's plain steps before another load's drafting
+    assert nearest(means, False, 8, 9.0) == 1.2  # the nearest load of this kind
+    assert nearest({}, True, 8, 9.0) == 9.0
+    target = tiny_target()
+    decoder = BatchDecoder(target.runner, 3, 64, "confidence", lambda b, rows: 1e-3 * b * rows)
+    batch_generate(decoder, prompts(3), [PlainDrafter() for _ in range(3)], StopRule(6))
+    assert decoder.cost_scale and all(load_ in (1, 2, 4) for _, load_ in decoder.cost_scale)
 
 
 @pytest.mark.parametrize("dspark", [False, True])

@@ -155,11 +155,12 @@ class BatchDecoder:
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
-        # measured forward time / the table's, running mean, for drafting and for plain steps apart:
-        # the machine drifts as a whole, and the table can also be off in how much more a
-        # multi-row step costs than a one-row step (measured on another day, or another code path)
-        self.cost_scale: dict[bool, float] = {}
-        self.overhead: dict[bool, float] = {}  # step time besides drafting and the forward, per slot
+        # measured forward time / the table's, running mean, for drafting and for plain steps apart
+        # and per load (slots, to a power of two): the machine drifts as a whole, the table can be
+        # off in how much more a multi-row step costs than a one-row step (measured on another day
+        # or code path), and by how much depends on the batch; keyed (drafted?, load)
+        self.cost_scale: dict[tuple[bool, int], float] = {}
+        self.overhead: dict[tuple[bool, int], float] = {}  # step time besides drafting and forward, per slot
         self._proposing_s = 0.0
         self.steps = 0
         self._explore_at = 1
@@ -241,7 +242,7 @@ class BatchDecoder:
         if timing is not None:
             drafted, b, measured = timing
             per_slot = max(now(self.runner.device) - t0 - measured, 0.0) / b
-            _running_mean(self.overhead, drafted, per_slot)
+            _running_mean(self.overhead, (drafted, load(b)), per_slot)
         return done
 
     def _step(self) -> tuple[list[Running], tuple[bool, int, float] | None]:
@@ -301,8 +302,8 @@ class BatchDecoder:
         t2 = now(dev)
         timing = (depth > 0, len(work), self._proposing_s + t2 - t1)
         if self.cost is not None:  # how fast this kind of step runs now against the table
-            ratio = (t2 - t1) / self.cost(len(work), depth + 1)
-            _running_mean(self.cost_scale, depth > 0, ratio)
+            ratio = (t2 - t1) / ragged_cost(self.cost, [len(ids) for _, ids in work])
+            _running_mean(self.cost_scale, (depth > 0, load(len(work))), ratio)
         accepts: dict[object, list[tuple[Running, int, dict]]] = {}
         for run, out in zip(live, outs, strict=True):
             d = drafts[run.slot]
@@ -398,19 +399,19 @@ class BatchDecoder:
             for group in calls.values()
             if group[0].drafter.name in self.draft_time
         )
-        drafting_s = seconds + b * self._overhead(True) + self.cost(b, depth + 1) * self._scale(True)
-        plain_s = b * self._overhead(False) + self.cost(b, 1) * self._scale(False)
+        drafting_s = seconds + b * self._overhead(True, b) + self.cost(b, depth + 1) * self._scale(True, b)
+        plain_s = b * self._overhead(False, b) + self.cost(b, 1) * self._scale(False, b)
         return expected, drafting_s, b, plain_s, depth
 
-    def _overhead(self, drafted: bool) -> float:
+    def _overhead(self, drafted: bool, b: int) -> float:
         """Measured per-slot step time outside drafting and the forward, for drafting or plain
-        steps (the other kind's while only one was seen)."""
-        return self.overhead.get(drafted, self.overhead.get(not drafted, 0.0))
+        steps at this load (see `nearest`), 0 before any."""
+        return nearest(self.overhead, drafted, load(b), 0.0)
 
-    def _scale(self, drafted: bool) -> float:
-        """Live time / table time for drafting or plain steps (the other kind's while only one
-        was seen, 1 before any)."""
-        return self.cost_scale.get(drafted, self.cost_scale.get(not drafted, 1.0))
+    def _scale(self, drafted: bool, b: int) -> float:
+        """Live time / table time for drafting or plain steps at this load (see `nearest`), 1
+        before any."""
+        return nearest(self.cost_scale, drafted, load(b), 1.0)
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""
@@ -443,7 +444,34 @@ def batch_generate(
     return results
 
 
-def _running_mean(means: dict[bool, float], key: bool, value: float) -> None:
+def load(slots: int) -> int:
+    """The load bucket a step's measurements are kept under: its slots, to a power of two."""
+    return 1 << max(slots - 1, 0).bit_length()
+
+
+def nearest(means: dict[tuple[bool, int], float], drafted: bool, at: int, default: float) -> float:
+    """The measurement of this kind of step at this load; else the other kind's at this load (the
+    current speed of the machine), else this kind's at the nearest load measured, else default."""
+    if (drafted, at) in means:
+        return means[(drafted, at)]
+    if (not drafted, at) in means:
+        return means[(not drafted, at)]
+    mine = [(abs(a.bit_length() - at.bit_length()), a) for kind, a in means if kind == drafted]
+    return means[(drafted, min(mine)[1])] if mine else default
+
+
+def ragged_cost(cost: StepCost, rows: list[int]) -> float:
+    """The table's time for a step whose slots run `rows` rows each. Only real rows are multiplied
+    (slots.py), so between the one-row step and the step at the longest row, time grows with the
+    share of extra rows actually present."""
+    b, deepest = len(rows), max(rows)
+    if deepest == 1:
+        return cost(b, 1)
+    share = sum(r - 1 for r in rows) / (b * (deepest - 1))
+    return cost(b, 1) + share * (cost(b, deepest) - cost(b, 1))
+
+
+def _running_mean(means: dict, key: object, value: float) -> None:
     """Fold one live measurement into a slowly moving mean: steps are noisy, the trend is what counts."""
     old = means.get(key)
     means[key] = value if old is None else 0.9 * old + 0.1 * value
