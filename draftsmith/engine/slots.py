@@ -112,17 +112,15 @@ class SlotRunner:
             return self.k[i, rows, :, :span], self.v[i, rows, :, :span]
 
         keep = tuple(h for h in hidden if h != FINAL)
+        valid = [(s - lo, int(ids.shape[-1])) for s, ids in work]
         # a ragged step (slots with fewer rows than the longest, idle slots in range) runs its
         # matmuls on the real rows only: a request that verifies nothing costs one row, not n_max
-        lens = torch.zeros(b, dtype=torch.long)
-        for s, ids in work:
-            lens[s - lo] = int(ids.shape[-1])
-        real = (torch.arange(n_max)[None] < lens[:, None]).flatten().nonzero().flatten()
-        packed = real.to(dev) if real.numel() < b * n_max else None
-        x, kept = r.decoder(
-            r.embed(ids_pad), cos, sin, mask, r.row_major(real.numel()), store, window, keep, packed
-        )
-        valid = [(s - lo, int(ids.shape[-1])) for s, ids in work]
+        n_real = sum(n for _, n in valid)
+        packed = None
+        if n_real < b * n_max:
+            packed = torch.cat([torch.arange(i * n_max, i * n_max + n, device=dev) for i, n in sorted(valid)])
+        row_major = r.row_major(n_real)
+        x, kept = r.decoder(r.embed(ids_pad), cos, sin, mask, row_major, store, window, keep, packed)
         wanted = [n if n_logits is None else min(n, n_logits) for _, n in valid]
         starts = list(accumulate(n for _, n in valid))
         starts = [end - n for end, (_, n) in zip(starts, valid, strict=True)]
