@@ -539,6 +539,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise DraftsmithError(f"--max-queue must be >= 1, got {args.max_queue}")
     if not 0 < args.port < 65536:
         raise DraftsmithError(f"--port must be 1..65535, got {args.port}")
+    if args.draft_margin is not None and not 0 <= args.draft_margin < 10:
+        raise DraftsmithError(f"--draft-margin must be in [0, 10), got {args.draft_margin}")
     options = {m: _drafter_options(args, m) for m in methods}  # bad --drafter values fail before the load
     from draftsmith.serving.server import build_app, serve
 
@@ -552,6 +554,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         schedule=args.schedule,
         k=args.k,
+        draft_margin=args.draft_margin,
     )
     names = ", ".join([target.name, *(f"{target.name}:{m}" for m in methods)])
     print(f"serving models {names} at http://{args.host}:{args.port}/v1", file=sys.stderr)
@@ -798,6 +801,13 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         "machine's measured step costs given the acceptance so far (history, default), or given "
         "DSpark's confidence head for each request (confidence; --max-batch > 1; other drafters "
         "fall back to history)",
+    )
+    p.add_argument(
+        "--draft-margin",
+        type=float,
+        default=None,
+        help="batched: draft only when a drafting step is forecast this fraction faster than a plain "
+        "one (default 0.05; 0 = whenever it is forecast faster at all)",
     )
     _add_target_args(p)
     _add_method_args(p)

@@ -19,7 +19,16 @@ from draftsmith.drafters.mtp.drafter import MTPDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.batch_cost import BatchCost, measure, monotone
-from draftsmith.engine.batch_decode import BatchDecoder, DraftTime, batch_generate, load, nearest, ragged_cost
+from draftsmith.engine.batch_decode import (
+    DECLINED_EVERY,
+    EXPLORE_EVERY,
+    BatchDecoder,
+    DraftTime,
+    batch_generate,
+    load,
+    nearest,
+    ragged_cost,
+)
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.draft_length import AcceptanceHistory
 from draftsmith.engine.runner import FINAL
@@ -307,6 +316,41 @@ def test_the_gate_prices_each_kind_of_step_at_its_own_measured_speed():
     decoder.cost_scale = {(True, 16): 2.0, (False, 2): 1.0}
     assert decoder._drafting_pays(runs)
     decoder.cost_scale = {(True, 4): 2.0}  # nothing at this load: the nearest load of this kind
+    assert not decoder._drafting_pays(runs)
+
+
+def test_a_long_refusal_explores_less_and_a_marginal_gain_does_not_draft():
+    """While the gate keeps declining at one load, explore steps (a ragged step nobody wanted)
+    come at doubling intervals up to a cap; a new load or a return to drafting starts over. And a
+    drafting step forecast only a little faster than a plain one (inside the margin) is not run."""
+    target = tiny_target()
+    decoder = BatchDecoder(target.runner, 2, 64, "confidence", lambda b, rows: 1.0)
+    decoder._drafting = False
+    first, last = DECLINED_EVERY
+    intervals = [decoder._explore_interval(16) for _ in range(6)]
+    assert intervals == [first, 2 * first, 4 * first, min(8 * first, last), last, last]
+    assert decoder._explore_interval(3) == first  # another load: measure it afresh
+    decoder._drafting = True
+    assert decoder._explore_interval(3) == EXPLORE_EVERY
+    decoder._drafting = False
+    assert decoder._explore_interval(3) == first  # drafting paid in between: start over
+    with pytest.raises(DraftsmithError, match="margin"):
+        BatchDecoder(target.runner, 2, 64, "confidence", lambda b, rows: 1.0, margin=-1)
+
+    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
+    for p in prompts(2):
+        decoder.add(p, oracle.fork(), StopRule(8))
+    runs = list(decoder.running.values())
+    for _ in range(50):
+        decoder.history(runs[0]).update(2, 2)
+    decoder.draft_time = {oracle.name: DraftTime()}
+    decoder.draft_time[oracle.name].observe(6, 0.0)
+    decoder.cost_scale = {(True, 2): 1.0, (False, 2): 1.0}
+    expected, drafting_s, plain_tokens, plain_s, _ = decoder.drafting_estimate(runs)
+    gain = (expected / drafting_s) / (plain_tokens / plain_s)  # ~3x: 3 tokens a step at equal cost
+    decoder.margin = gain - 1 - 0.01
+    assert decoder._drafting_pays(runs)
+    decoder.margin = gain - 1 + 0.01
     assert not decoder._drafting_pays(runs)
 
 

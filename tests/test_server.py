@@ -412,6 +412,7 @@ def test_metrics_report_requests_tokens_and_acceptance(client, http):
         (["serve", "--max-batch", "0"], "max-batch"),
         (["serve", "--max-len", "1"], "max-len"),
         (["serve", "--max-queue", "0"], "max-queue"),
+        (["serve", "--draft-margin", "-0.1"], "draft-margin"),
         (["loadtest", "--concurrency", "1,zero"], "concurrency"),
         (["loadtest", "--requests", "0"], "requests"),
     ],

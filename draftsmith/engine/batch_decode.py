@@ -66,6 +66,14 @@ class Running:
 
 
 EXPLORE_DEPTH = 3  # drafts per exploring request while drafting does not pay
+EXPLORE_EVERY = 8  # steps between full drafts while drafting pays
+# ...while it does not: from 32 steps, doubling each time the gate still declines at the same
+# load, to 256. An explore step is a ragged step the gate did not want; at 16 users exploring every
+# 32 steps cost ~2% (docs/BENCHMARKS.md, session 12), and a long refusal at one load is evidence
+DECLINED_EVERY = (32, 256)
+# a drafting step must be forecast this much faster than a plain one: the forecast is built from
+# running means and a table, and at 8 users a forecast gain inside this band measured 0.90-1.12x
+DRAFT_MARGIN = 0.05
 
 
 def group_key(run: Running) -> object:
@@ -141,6 +149,7 @@ class BatchDecoder:
         capacity: int,
         schedule: str = "history",
         cost: StepCost | None = None,
+        margin: float = DRAFT_MARGIN,
     ) -> None:
         if runner.fixed_rows:
             raise DraftsmithError(
@@ -152,6 +161,9 @@ class BatchDecoder:
         self.capacity = self.runner.capacity
         self.schedule = check_schedule(schedule)
         self.cost = cost
+        if margin < 0:
+            raise DraftsmithError(f"the drafting margin must be >= 0, got {margin}")
+        self.margin = margin
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
@@ -166,6 +178,8 @@ class BatchDecoder:
         self._explore_at = 1
         self._explored = 0  # requests that explored so far (the turn order)
         self._drafting = True
+        self._declines = 0  # explore steps in a row while the gate declined, at load _declined_at
+        self._declined_at = 0
 
     @property
     def free_slots(self) -> int:
@@ -255,7 +269,7 @@ class BatchDecoder:
         explore = self.steps >= self._explore_at
         explorers: set[int] = set()
         if explore:
-            self._explore_at = self.steps + (8 if self._drafting else 32)
+            self._explore_at = self.steps + self._explore_interval(len(runs))
             # while drafting pays every request drafts anyway; while it does not, a couple of
             # requests (in turn) draft in full, which keeps the estimates current at a small cost
             if self.schedule != "fixed" and not self._drafting:  # a short draft: a cheaper step
@@ -264,6 +278,8 @@ class BatchDecoder:
                 self._explored += len(turn)
         elif self.schedule != "fixed":
             self._drafting = self._drafting_pays(runs)
+            if self._drafting:
+                self._declines = 0
         t0 = now(dev)
         drafts: dict[int, Draft] = {}
         groups: dict[object, list[tuple[Running, int]]] = {}
@@ -368,15 +384,30 @@ class BatchDecoder:
         self.draft_time.setdefault(runs[0].drafter.name, DraftTime()).observe(units, seconds)
         return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 
+    def _explore_interval(self, b: int) -> int:
+        """Steps until the next explore step: EXPLORE_EVERY while drafting pays; while it does not,
+        DECLINED_EVERY's first value, doubled on each explore the gate keeps declining after, back
+        to the first when the load (slots, to a power of two) changes or drafting resumes."""
+        if self._drafting:
+            self._declines = 0
+            return EXPLORE_EVERY
+        if load(b) != self._declined_at:
+            self._declines, self._declined_at = 0, load(b)
+        first, last = DECLINED_EVERY
+        interval = min(first << min(self._declines, 16), last)
+        self._declines += 1
+        return interval
+
     def _drafting_pays(self, runs: list[Running]) -> bool:
         """Before drafting: is a speculative step worth its drafting time? Drafting grows with the
         batch while the verify step is shared, so at some concurrency plain steps win; this
-        compares expected tokens per second both ways (`drafting_estimate`)."""
+        compares expected tokens per second both ways (`drafting_estimate`) and drafts only when
+        drafting is forecast `margin` faster."""
         estimate = self.drafting_estimate(runs)
         if estimate is None:
             return any(run.k for run in runs)
         expected, drafting_s, plain_tokens, plain_s, depth = estimate
-        return depth > 0 and expected / drafting_s > plain_tokens / plain_s
+        return depth > 0 and expected / drafting_s > (1 + self.margin) * plain_tokens / plain_s
 
     def drafting_estimate(self, runs: list[Running]) -> tuple[float, float, int, float, int] | None:
         """(expected tokens, seconds) of a drafting step, (tokens, seconds) of a plain one, and the

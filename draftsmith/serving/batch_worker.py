@@ -40,6 +40,7 @@ class BatchEngine(SerialEngine):
         k: int | None = None,
         cost=None,
         metrics: ServerMetrics | None = None,
+        draft_margin: float | None = None,
     ) -> None:
         # the serial engine knows fixed/history; the batched decoder checks its own schedules
         super().__init__(target, drafters, max_queue=max_queue, k=k, metrics=metrics)
@@ -47,7 +48,8 @@ class BatchEngine(SerialEngine):
             raise DraftsmithError(f"max-batch must be >= 1, got {max_batch}")
         self.schedule = schedule
         self.max_batch = max_batch
-        self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost)
+        margin = {} if draft_margin is None else {"margin": draft_margin}
+        self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost, **margin)
         self.max_context = self.decoder.capacity
         self._handles: dict[int, RequestHandle] = {}
         self._streamed: dict[int, list[str]] = {}  # per slot: the text deltas sent so far

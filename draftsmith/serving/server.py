@@ -32,6 +32,7 @@ def build_app(
     model_name: str | None = None,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
     cost=None,
+    draft_margin: float | None = None,
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
@@ -39,7 +40,8 @@ def build_app(
     them). Drafters are built here, once, so a bad drafter fails at startup, not on a request.
     max_batch 1 decodes one request at a time on any backend; more runs the batched engine (the
     lean runner in float32), whose schedules read the batched cost table (`calibrate --batch`,
-    measured here on first use when `cost` is not given).
+    measured here on first use when `cost` is not given). draft_margin: how much faster a batched
+    drafting step must be forecast than a plain one (None: the decoder's default).
     """
     if max_batch < 1:
         raise DraftsmithError(f"--max-batch must be >= 1, got {max_batch}")
@@ -62,6 +64,7 @@ def build_app(
             schedule=schedule,
             k=k,
             cost=cost,
+            draft_margin=draft_margin,
         )
     prompts = PromptEncoder(target, getattr(engine, "max_context", None))
     return create_app(engine, prompts, model_name or target.name, default_max_tokens)
