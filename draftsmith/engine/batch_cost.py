@@ -20,9 +20,10 @@ from draftsmith.engine.runner import now
 from draftsmith.engine.slots import SlotRunner
 from draftsmith.paths import data_dir
 
-TABLE_VERSION = 3
+TABLE_VERSION = 4
 """In the cache key: a table from an older step or measurement is measured again (before 2, a lone
-slot ran the padded, masked path; before 3, each shape was timed in one burst and not made monotone)."""
+slot ran the padded, masked path; before 3, each shape was timed in one burst and not made monotone;
+before 4, the lm_head followed the layers' layout: `LeanLlamaRunner.logits`)."""
 SLOTS = (1, 2, 4, 8, 16, 32)
 ROWS = (1, 2, 3, 4, 5, 6, 8)
 

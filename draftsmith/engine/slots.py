@@ -131,7 +131,7 @@ class SlotRunner:
         else:  # only the rows that need logits reach the final norm and the head
             tails = [r._rms(x[i, n - m : n], r.norm_w) for (i, n), m in zip(valid, wanted, strict=True)]
         rows = sum(wanted)
-        logits = r.lm_head(torch.cat(tails), r.row_major(rows)) if rows else None
+        logits = r.logits(torch.cat(tails)) if rows else None
         outs, at = [], 0
         for (s, _), (i, n), m, a in zip(work, valid, wanted, starts, strict=True):
             h = {key: kept[key][i, :n] for key in keep}
@@ -167,6 +167,6 @@ class SlotRunner:
         else:
             tail = r._rms(x[0, n - m :], r.norm_w)
         if m:
-            logits = r.lm_head(tail, r.row_major(m))
+            logits = r.logits(tail)
         self.lengths[slot] = end
         return RunnerOutput(logits, out)
