@@ -221,6 +221,39 @@ def test_calibration_gives_a_monotone_plan_and_greedy_stays_exact():
     assert res.tokens == expected[0, len(ids) :].tolist()
 
 
+def test_calibrating_on_a_busy_cpu_says_how_to_measure_again(monkeypatch, caplog):
+    """A plan measured while another job runs is cached and steers later runs (once it took the
+    slower 1-token layout): calibrating under load warns with the command that measures again."""
+    import draftsmith.engine.lean_llama as lean
+
+    cores = lean.os.cpu_count() or 1
+    monkeypatch.setattr(lean.os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        lean.warn_if_busy("the batched step costs")
+    assert "draftsmith calibrate --force --batch" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(lean.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        lean.warn_if_busy("the step costs")
+    assert not caplog.text
+
+
+def test_the_lm_head_takes_its_own_layout_and_both_layouts_agree():
+    """The vocabulary-wide head runs [in, out] up to HEAD_SMALL rows whatever the step's layers use;
+    either way its logits are the same function of the rows."""
+    from draftsmith.engine.lean_llama import HEAD_SMALL
+
+    runner = make_runner(tiny_model("llama"))
+    head = runner.lm_head
+    calls = []
+    real = head.__class__.__call__
+    runner.lm_head = lambda x, row_major=False: calls.append(row_major) or real(head, x, row_major)
+    x = torch.randn(HEAD_SMALL + 1, head.w_t.shape[0])
+    small, large = runner.logits(x[:HEAD_SMALL]), runner.logits(x)
+    assert calls == [False, True]
+    torch.testing.assert_close(small, large[:HEAD_SMALL], atol=1e-5, rtol=1e-5)
+
+
 def test_draft_length_policy_truncates_unprofitable_drafts():
     from draftsmith.engine.draft_length import AcceptanceHistory, best_length
 

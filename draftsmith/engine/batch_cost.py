@@ -15,7 +15,7 @@ import json
 
 import torch
 
-from draftsmith.engine.lean_llama import LeanLlamaRunner, cpu_name
+from draftsmith.engine.lean_llama import LeanLlamaRunner, cpu_name, warn_if_busy
 from draftsmith.engine.runner import now
 from draftsmith.engine.slots import SlotRunner
 from draftsmith.paths import data_dir
@@ -139,6 +139,7 @@ def cached(runner: LeanLlamaRunner, force: bool = False) -> BatchCost:
             return BatchCost.from_json(json.loads(path.read_text())["cost"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
+    warn_if_busy("the batched step costs")
     cost = measure(runner)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import platform
 from collections.abc import Callable
 from pathlib import Path
@@ -383,6 +385,7 @@ class LeanLlamaRunner(ModelRunner):
             return self.measured_cost
         except (OSError, ValueError, KeyError, TypeError):
             pass
+        warn_if_busy("the step costs")
         cost = self.calibrate()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -408,6 +411,20 @@ def auto_fixed_rows(runner: ModelRunner) -> int:
         return 4
     cheap = [n for n in range(2, 9) if n in cost and cost[n] <= 1.1 * cost[1]]
     return max(cheap, default=2)
+
+
+def warn_if_busy(what: str) -> None:
+    """Step timings taken while another job uses the CPU are kept (cached) and steer every later
+    run; say so when the machine looks busy, with the command that measures again."""
+    if not hasattr(os, "getloadavg"):
+        return
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > 0.5 * cores:
+        logging.getLogger("draftsmith").warning(
+            "measuring %s while the CPU is busy (load %.1f on %d cores): the table may be off; "
+            "rerun `draftsmith calibrate --force%s` when the machine is idle",
+            what, load, cores, " --batch" if "batched" in what else "",
+        )
 
 
 def cpu_name() -> str:

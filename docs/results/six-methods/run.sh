@@ -16,7 +16,13 @@ case ",$METHODS," in *,medusa,*) EXTRA_DRAFTERS="--drafter medusa=$LONG/medusa" 
 for m in eagle3 mtp distilled $(case ",$METHODS," in *,medusa,*) echo medusa ;; esac); do
   [ -d "$LONG/$m" ] || { echo "missing $LONG/$m: train it first (docs/results/train-long.sh)" >&2; exit 1; }
 done
+DRAFT=$LONG/distilled
+if [ -f "$DRAFT/layers.safetensors" ]; then  # stored packed in git: put the target's embedding and head back
+  mkdir -p "$OUT"
+  .venv/bin/python "$(dirname "$0")/../distilled_pack.py" unpack "$DRAFT" "$OUT/distilled-draft"
+  DRAFT=$OUT/distilled-draft
+fi
 METHODS=$METHODS \
-BENCH_ARGS="--drafter eagle3=$LONG/eagle3 --drafter mtp=$LONG/mtp --draft-model $LONG/distilled $EXTRA_DRAFTERS" \
+BENCH_ARGS="--drafter eagle3=$LONG/eagle3 --drafter mtp=$LONG/mtp --draft-model $DRAFT $EXTRA_DRAFTERS" \
   "$(dirname "$0")/../bench-session8/run.sh" "$OUT"
 .venv/bin/python "$(dirname "$0")/table.py" "$OUT/bench.json" "$LONG" | tee "$OUT/six-methods.md"
