@@ -3,7 +3,7 @@
 # issue 10's six-method bench, then issue 9's one-user server check and the 1-32 user load curves
 # (plain, confidence-scheduled DSpark, fixed-k DSpark) with the queued context feeds.
 # Waits for a running `draftsmith train` to finish first. STAGES picks some (default: all three).
-# Usage: D=/tmp/ds [STAGES="bench one-user multi-user"] [OUT=DIR] docs/results/session11/measure.sh
+# Usage: D=/tmp/ds [STAGES="bench one-user multi-user"] [OUT=DIR] [ROUNDS=2 (multi-user)] docs/results/session11/measure.sh
 #        (D as for docs/results/six-methods/run.sh)
 set -u
 cd "$(git rev-parse --show-toplevel)"
@@ -15,7 +15,7 @@ for stage in $STAGES; do
   case $stage in
     bench) docs/results/six-methods/run.sh docs/results/six-methods/run1 ;;
     one-user) docs/results/session9/server_vs_generate.sh $OUT/one-user ;;
-    multi-user) LEVELS=1,2,4,8,16,32 ROUNDS=2 FIXED=1 docs/results/session9/multi_user.sh $OUT/multi-user ;;
+    multi-user) LEVELS=1,2,4,8,16,32 ROUNDS=${ROUNDS:-2} FIXED=1 docs/results/session9/multi_user.sh $OUT/multi-user ;;
   esac
 done
 echo "done $(date +%T)" >> $OUT/measure.log
