@@ -189,14 +189,18 @@ def test_bad_engine_inputs_are_clear_errors():
         speculative_generate(runner, PlainDrafter(), prompt(), StopRule(5), k=-1)
 
 
+@pytest.mark.parametrize("packed", [False, True])
 @pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_padded_and_row_major_step_plans_are_exact(arch):
+def test_padded_and_row_major_step_plans_are_exact(arch, packed):
+    """Dense weights in both layouts, or oneDNN-packed ones: every plan computes the model."""
     from draftsmith.engine.lean_llama import LeanLlamaRunner
 
     model = tiny_model(arch)
     ids = prompt(n=30)
     ref = model(ids[None]).logits[0]
-    runner = LeanLlamaRunner(model, dual=True)
+    runner = LeanLlamaRunner(model, dual=True, packed=packed)
+    assert runner.packed == (packed and torch.backends.mkldnn.is_available())
+    assert runner.dual == (not runner.packed)
     runner.plan = {n: (n + 3, n % 2 == 0) for n in range(1, 31)}  # pad every step, mix layouts
     runner.reset(40)
     logits = torch.cat(

@@ -127,6 +127,7 @@ def cached(runner: LeanLlamaRunner, force: bool = False) -> BatchCost:
         "version": TABLE_VERSION,
         "config": {k: v for k, v in runner.config.to_dict().items() if "name" not in k},
         "dtype": str(runner.lm_head.w_t.dtype),
+        "packed": runner.packed,
         "device": str(runner.device),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,

@@ -44,20 +44,24 @@ def supports(model: torch.nn.Module) -> bool:
 
 
 class Fused:
-    """Several Linear layers fused into one matmul, kept in one or two memory layouts.
+    """Several Linear layers fused into one matmul, kept in one, two or a packed memory layout.
 
     On CPU, x @ W with W stored [in, out] runs a few-row matmul (decode, short verify) about twice
     as fast as F.linear with W stored [out, in], while from ~5 rows on, the [out, in] GEMM is faster
     (MKL picks different kernels; numbers in docs/BENCHMARKS.md). `dual` keeps both layouts (2x
-    weight memory) so each step can use the faster one. The HF modules are re-pointed at views of
-    the fused tensors, so the HF model keeps working without a third copy.
+    weight memory) so each step can use the faster one. `packed` keeps oneDNN's blocked copy
+    instead (`pack_weight`), which beats both at every row count measured (1-256) and makes a step
+    of 8 rows cost little more than one; then the layout argument is moot. The HF modules are
+    re-pointed at views of the fused tensors, so the HF model keeps working without another copy.
     """
 
-    def __init__(self, modules: list[torch.nn.Module], dual: bool) -> None:
+    def __init__(self, modules: list[torch.nn.Module], dual: bool, packed: bool = False) -> None:
         w = torch.cat([m.weight.detach() for m in modules]).contiguous()
         has_bias = all(getattr(m, "bias", None) is not None for m in modules)
         self.b = torch.cat([m.bias.detach() for m in modules]).contiguous() if has_bias else None
         self.w_t = w.t().contiguous()
+        self.packed = pack_weight(w) if packed else None
+        dual = dual and self.packed is None
         self.w = w if dual else None
         start = 0
         for m in modules:
@@ -69,10 +73,42 @@ class Fused:
             start += rows
 
     def __call__(self, x: torch.Tensor, row_major: bool = False) -> torch.Tensor:
-        if row_major and self.w is not None:
+        if self.packed is not None:
+            y = packed_linear(x, self.packed)
+        elif row_major and self.w is not None:
             return F.linear(x, self.w, self.b)
-        y = x @ self.w_t
+        else:
+            y = x @ self.w_t
         return y if self.b is None else y + self.b
+
+
+def pack_weight(w: torch.Tensor) -> torch.Tensor | None:
+    """oneDNN's blocked copy of w [out, in] for `packed_linear` (the reorder torch's own CPU
+    compiler applies to frozen weights), or None where oneDNN cannot take it (no oneDNN in this
+    torch build, a device or dtype it does not pack) or its product disagrees with the dense one."""
+    if w.device.type != "cpu" or w.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        probe = torch.randn(3, w.shape[1], generator=torch.Generator().manual_seed(0))
+        ok = torch.allclose(packed_linear(probe, packed), probe @ w.t(), rtol=1e-4, atol=1e-4)
+    except (AttributeError, RuntimeError, TypeError, NotImplementedError):
+        return None
+    return packed if ok else None
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+    """x [..., in] @ w.T with w held by oneDNN (`pack_weight`): the weight is read in its blocked
+    order, once for all rows, instead of being repacked by every call; a step of 8 rows then
+    costs about what one row does (docs/BENCHMARKS.md, session 13)."""
+    flat = x.reshape(-1, x.shape[-1])
+    y = torch.ops.mkldnn._linear_pointwise(flat, packed, None, "none", [], "")
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
+def packing_enabled() -> bool:
+    """DRAFTSMITH_PACKED=0 keeps plain dense weights (to compare, or where oneDNN misbehaves)."""
+    return os.environ.get("DRAFTSMITH_PACKED", "1") != "0"
 
 
 HEAD_SMALL = 3
@@ -116,7 +152,7 @@ class LeanLlamaRunner(ModelRunner):
     measured table is also what a hardware-aware drafter or the planner can read (`step_cost`).
     """
 
-    def __init__(self, model: torch.nn.Module, dual: bool | None = None) -> None:
+    def __init__(self, model: torch.nn.Module, dual: bool | None = None, packed: bool | None = None) -> None:
         super().__init__(model)
         base = model.model
         first = base.layers[0].self_attn
@@ -128,12 +164,14 @@ class LeanLlamaRunner(ModelRunner):
         if dual is None:  # both layouts pay off on CPU; keep memory flat for big models and GPUs
             n_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
             dual = device.type == "cpu" and n_bytes <= 4 * 2**30
+        if packed is None:  # oneDNN-packed weights on CPU (fp32): faster at every step size measured
+            packed = packing_enabled()
         self.dual = dual
         self.embed = base.embed_tokens
         self.norm_w = base.norm.weight
         head = model.get_output_embeddings()
         tied = head.weight is self.embed.weight
-        self.lm_head = Fused([head], dual)
+        self.lm_head = Fused([head], dual, packed)
         if tied:
             self.embed.weight = head.weight
         self.rotary = base.rotary_emb
@@ -143,15 +181,17 @@ class LeanLlamaRunner(ModelRunner):
             self.layers.append(
                 dict(
                     ln1=layer.input_layernorm.weight,
-                    qkv=Fused([a.q_proj, a.k_proj, a.v_proj], dual),
+                    qkv=Fused([a.q_proj, a.k_proj, a.v_proj], dual, packed),
                     q_norm=getattr(a, "q_norm", None),
                     k_norm=getattr(a, "k_norm", None),
-                    o=Fused([a.o_proj], dual),
+                    o=Fused([a.o_proj], dual, packed),
                     ln2=layer.post_attention_layernorm.weight,
-                    gate_up=Fused([mlp.gate_proj, mlp.up_proj], dual),
-                    down=Fused([mlp.down_proj], dual),
+                    gate_up=Fused([mlp.gate_proj, mlp.up_proj], dual, packed),
+                    down=Fused([mlp.down_proj], dual, packed),
                 )
             )
+        self.packed = self.lm_head.packed is not None  # what the weights really are
+        self.dual = self.lm_head.w is not None
         self.plan: dict[int, tuple[int, bool]] = {}
         self.measured_cost: dict[int, float] = {}  # calibrated seconds per free n-token step
         self.k_cache: torch.Tensor | None = None
@@ -369,6 +409,7 @@ class LeanLlamaRunner(ModelRunner):
             "dtype": str(self.lm_head.w_t.dtype),
             "device": str(self.device),
             "dual": self.dual,
+            "packed": self.packed,
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
             "cpu": cpu_name(),
