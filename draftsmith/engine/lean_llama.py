@@ -20,6 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from draftsmith.engine.packing import pack_weight, packed_linear, packing_enabled
 from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput, now
 from draftsmith.errors import DraftsmithError
 from draftsmith.paths import data_dir
@@ -80,35 +81,6 @@ class Fused:
         else:
             y = x @ self.w_t
         return y if self.b is None else y + self.b
-
-
-def pack_weight(w: torch.Tensor) -> torch.Tensor | None:
-    """oneDNN's blocked copy of w [out, in] for `packed_linear` (the reorder torch's own CPU
-    compiler applies to frozen weights), or None where oneDNN cannot take it (no oneDNN in this
-    torch build, a device or dtype it does not pack) or its product disagrees with the dense one."""
-    if w.device.type != "cpu" or w.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
-        return None
-    try:
-        packed = torch.ops.mkldnn._reorder_linear_weight(w)
-        probe = torch.randn(3, w.shape[1], generator=torch.Generator().manual_seed(0))
-        ok = torch.allclose(packed_linear(probe, packed), probe @ w.t(), rtol=1e-4, atol=1e-4)
-    except (AttributeError, RuntimeError, TypeError, NotImplementedError):
-        return None
-    return packed if ok else None
-
-
-def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
-    """x [..., in] @ w.T with w held by oneDNN (`pack_weight`): the weight is read in its blocked
-    order, once for all rows, instead of being repacked by every call; a step of 8 rows then
-    costs about what one row does (docs/BENCHMARKS.md, session 13)."""
-    flat = x.reshape(-1, x.shape[-1])
-    y = torch.ops.mkldnn._linear_pointwise(flat, packed, None, "none", [], "")
-    return y.view(*x.shape[:-1], y.shape[-1])
-
-
-def packing_enabled() -> bool:
-    """DRAFTSMITH_PACKED=0 keeps plain dense weights (to compare, or where oneDNN misbehaves)."""
-    return os.environ.get("DRAFTSMITH_PACKED", "1") != "0"
 
 
 HEAD_SMALL = 3

@@ -116,6 +116,8 @@ class DFlashDrafter(Drafter):
         """STS temperatures stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
         model = cls.load_model(target, path)  # the shipped one is looked up once
+        if not isinstance(drafter, DFlashModel):  # loaded here to draft: nothing trains it
+            model.pack_for_decoding()
         return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:

@@ -1,0 +1,79 @@
+"""oneDNN-packed weights for CPU inference.
+
+A matmul of a few rows against a weight stored densely is read- and repack-bound on a CPU: MKL
+repacks the weight on every call and walks it once per row, so a step of 8 rows costs about twice
+a step of one. oneDNN's blocked copy (the reorder torch's own CPU compiler applies to frozen
+weights) is read once for all rows: the target's matmuls for one token fell from 22 to 14 ms and
+for 8 rows from 46 to 16 ms on a 2-core Xeon (docs/BENCHMARKS.md, session 13), which is what lets
+a speculative step cost little more than a plain one. Inference only: the packed op has no
+gradient, so training keeps its dense modules.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+
+def packing_enabled() -> bool:
+    """DRAFTSMITH_PACKED=0 keeps plain dense weights (to compare, or where oneDNN misbehaves)."""
+    return os.environ.get("DRAFTSMITH_PACKED", "1") != "0"
+
+
+def pack_weight(w: torch.Tensor) -> torch.Tensor | None:
+    """oneDNN's blocked copy of w [out, in] for `packed_linear` (the reorder torch's own CPU
+    compiler applies to frozen weights), or None where oneDNN cannot take it (no oneDNN in this
+    torch build, a device or dtype it does not pack) or its product disagrees with the dense one."""
+    if w.device.type != "cpu" or w.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+        return None
+    try:
+        packed = torch.ops.mkldnn._reorder_linear_weight(w)
+        probe = torch.randn(3, w.shape[1], generator=torch.Generator().manual_seed(0))
+        ok = torch.allclose(packed_linear(probe, packed), probe @ w.t(), rtol=1e-4, atol=1e-4)
+    except (AttributeError, RuntimeError, TypeError, NotImplementedError):
+        return None
+    return packed if ok else None
+
+
+def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
+    """x [..., in] @ w.T with w held by oneDNN (`pack_weight`): the weight is read in its blocked
+    order, once for all rows, instead of being repacked by every call; a step of 8 rows then
+    costs about what one row does (docs/BENCHMARKS.md, session 13)."""
+    flat = x.reshape(-1, x.shape[-1])
+    y = torch.ops.mkldnn._linear_pointwise(flat, packed, None, "none", [], "")
+    return y.view(*x.shape[:-1], y.shape[-1])
+
+
+class PackedLinear(nn.Module):
+    """An inference-only stand-in for an nn.Linear, computing with its packed weight. It keeps the
+    original weight and bias as attributes, so code that reads `.weight` (dtype, device, shape)
+    works unchanged."""
+
+    def __init__(self, linear: nn.Linear, packed: torch.Tensor) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+        self.packed = packed
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = packed_linear(x, self.packed)
+        return y if self.bias is None else y + self.bias
+
+
+def pack_linears(module: nn.Module) -> int:
+    """Swap every nn.Linear under `module` whose weight oneDNN packs for a `PackedLinear`, for
+    decoding only (never on a module that will train); returns how many were swapped."""
+    if not packing_enabled():
+        return 0
+    swapped = 0
+    for parent in list(module.modules()):
+        for name, child in list(parent.named_children()):
+            if type(child) is nn.Linear:
+                packed = pack_weight(child.weight.detach())
+                if packed is not None:
+                    setattr(parent, name, PackedLinear(child, packed))
+                    swapped += 1
+    return swapped
+
