@@ -77,3 +77,21 @@ def pack_linears(module: nn.Module) -> int:
                     swapped += 1
     return swapped
 
+
+def pack_for_decoding(model: nn.Module) -> None:
+    """Pack a drafter loaded to draft: its Linear layers, and its `head` tensor (the target's
+    lm_head rows many drafters read out through) as `head_packed` for `read_head`. Never on a
+    model that will train (the packed op has no gradient)."""
+    if not packing_enabled():
+        return
+    pack_linears(model)
+    head = getattr(model, "head", None)
+    if isinstance(head, torch.Tensor):
+        model.head_packed = pack_weight(head.detach())
+
+
+def read_head(x: torch.Tensor, model: nn.Module) -> torch.Tensor:
+    """x @ model.head.T, through the packed copy when `pack_for_decoding` made one."""
+    packed = getattr(model, "head_packed", None)
+    return packed_linear(x, packed) if packed is not None else x @ model.head.t().to(x.dtype)
+

@@ -21,6 +21,7 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
+from draftsmith.engine.packing import pack_for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
@@ -117,7 +118,7 @@ class DFlashDrafter(Drafter):
         path = drafter or shipped_drafter(cls.name, target)
         model = cls.load_model(target, path)  # the shipped one is looked up once
         if not isinstance(drafter, DFlashModel):  # loaded here to draft: nothing trains it
-            model.pack_for_decoding()
+            pack_for_decoding(model)
         return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from draftsmith.drafters.dflash.config import DFlashConfig
-from draftsmith.engine.packing import pack_linears, pack_weight, packed_linear, packing_enabled
+from draftsmith.engine.packing import read_head
 
 
 def rotate(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
@@ -110,7 +110,6 @@ class DFlashModel(nn.Module):
             self.conf = nn.Linear(h + cfg.markov_rank, 1)
         self.embed: torch.Tensor | None = None  # [V, H] frozen target embedding
         self.head: torch.Tensor | None = None  # [Vd, H] frozen target lm_head rows of the draft vocab
-        self.head_packed: torch.Tensor | None = None  # its oneDNN copy, for decoding (pack_for_decoding)
         self.t2d: torch.Tensor | None = None  # [V] target id -> draft index (vd = outside)
 
     def attach_target(self, embed: torch.Tensor, lm_head: torch.Tensor) -> None:
@@ -149,16 +148,7 @@ class DFlashModel(nn.Module):
         return self.norm(x)
 
     def base_logits(self, states: torch.Tensor) -> torch.Tensor:
-        if self.head_packed is not None:
-            return packed_linear(states, self.head_packed)
-        return states @ self.head.t()
-
-    def pack_for_decoding(self) -> None:
-        """oneDNN-packed weights for decoding on CPU (engine/packing.py): for a drafter loaded to
-        draft, never one that will train (the packed op has no gradient)."""
-        pack_linears(self)
-        if self.head is not None and packing_enabled():
-            self.head_packed = pack_weight(self.head)
+        return read_head(states, self)
 
     def prev_index(self, prev_ids: torch.Tensor) -> torch.Tensor:
         """Markov rows of previous tokens given as target ids."""

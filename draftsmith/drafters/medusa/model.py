@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from draftsmith.drafters.checkpoint import check_draft_vocab, read_config, write_config
+from draftsmith.engine.packing import read_head
 from draftsmith.errors import DraftsmithError
 
 FORMAT = "draftsmith-medusa/1"
@@ -84,4 +85,4 @@ class MedusaModel(nn.Module):
     def forward(self, final: torch.Tensor) -> torch.Tensor:
         """Draft-vocabulary logits [..., K, Vd] of every head from target states [..., H]."""
         states = torch.stack([head(final) for head in self.heads], -2)
-        return states @ self.head.t().to(states.dtype)
+        return read_head(states, self)

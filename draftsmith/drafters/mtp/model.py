@@ -23,6 +23,7 @@ from torch import nn
 from transformers import AutoConfig, PretrainedConfig
 
 from draftsmith.drafters.mtp.config import MTPConfig
+from draftsmith.engine.packing import read_head
 from draftsmith.errors import DraftsmithError
 
 
@@ -167,7 +168,7 @@ class MTPModel(nn.Module):
     def readout(self, raw: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(draft-vocabulary logits, the state the next recursive step reads) of raw block outputs."""
         normed = self.norm(raw)
-        return normed @ self.head.t().to(normed.dtype), normed if self.cfg.chain == "normed" else raw
+        return read_head(normed, self), normed if self.cfg.chain == "normed" else raw
 
     @torch.no_grad()
     def init_weights(self, seed: int = 0) -> None:
