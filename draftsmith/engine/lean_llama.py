@@ -60,14 +60,16 @@ class Fused:
         w = torch.cat([m.weight.detach() for m in modules]).contiguous()
         has_bias = all(getattr(m, "bias", None) is not None for m in modules)
         self.b = torch.cat([m.bias.detach() for m in modules]).contiguous() if has_bias else None
-        self.w_t = w.t().contiguous()
         self.packed = pack_weight(w) if packed else None
-        dual = dual and self.packed is None
-        self.w = w if dual else None
+        if self.packed is not None:  # one dense copy, [out, in], for the HF modules' views
+            self.w, self.w_t = w, w.t()  # w_t: a view, read only for its dtype and device
+        else:
+            self.w_t = w.t().contiguous()
+            self.w = w if dual else None
         start = 0
         for m in modules:
             rows = m.weight.shape[0]
-            view = w[start : start + rows] if dual else self.w_t[:, start : start + rows].t()
+            view = w[start : start + rows] if self.w is not None else self.w_t[:, start : start + rows].t()
             m.weight = torch.nn.Parameter(view, requires_grad=False)
             if has_bias:
                 m.bias = torch.nn.Parameter(self.b[start : start + rows], requires_grad=False)
@@ -163,7 +165,7 @@ class LeanLlamaRunner(ModelRunner):
                 )
             )
         self.packed = self.lm_head.packed is not None  # what the weights really are
-        self.dual = self.lm_head.w is not None
+        self.dual = self.lm_head.w is not None and not self.packed
         self.plan: dict[int, tuple[int, bool]] = {}
         self.measured_cost: dict[int, float] = {}  # calibrated seconds per free n-token step
         self.k_cache: torch.Tensor | None = None
