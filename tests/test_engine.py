@@ -230,16 +230,18 @@ def test_calibrating_on_a_busy_cpu_says_how_to_measure_again(monkeypatch, caplog
     slower 1-token layout): calibrating under load warns with the command that measures again."""
     import draftsmith.engine.lean_llama as lean
 
-    cores = lean.os.cpu_count() or 1
-    monkeypatch.setattr(lean.os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.9)
     with caplog.at_level("WARNING", logger="draftsmith"):
         lean.warn_if_busy("the batched step costs")
     assert "draftsmith calibrate --force --batch" in caplog.text
     caplog.clear()
-    monkeypatch.setattr(lean.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.05)
     with caplog.at_level("WARNING", logger="draftsmith"):
         lean.warn_if_busy("the step costs")
     assert not caplog.text
+    monkeypatch.undo()
+    busy = lean.busy_fraction(0.05)
+    assert busy is None or 0.0 <= busy <= 1.0
 
 
 def test_the_lm_head_takes_its_own_layout_and_both_layouts_agree():

@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import platform
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -428,17 +428,32 @@ def auto_fixed_rows(runner: ModelRunner) -> int:
     return max(cheap, default=2)
 
 
+def busy_fraction(seconds: float = 0.3) -> float | None:
+    """Share of the CPU's time spent busy over the next `seconds` (/proc/stat), None where that
+    cannot be read. Instant, unlike the load average, which lags a finished job by minutes."""
+    def sample() -> tuple[int, int]:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return idle, sum(fields)
+
+    try:
+        idle0, total0 = sample()
+        time.sleep(seconds)
+        idle1, total1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
+
+
 def warn_if_busy(what: str) -> None:
     """Step timings taken while another job uses the CPU are kept (cached) and steer every later
-    run; say so when the machine looks busy, with the command that measures again."""
-    if not hasattr(os, "getloadavg"):
-        return
-    load, cores = os.getloadavg()[0], os.cpu_count() or 1
-    if load > 0.5 * cores:
+    run; say so when the machine is busy, with the command that measures again."""
+    busy = busy_fraction()
+    if busy is not None and busy > 0.5:
         logging.getLogger("draftsmith").warning(
-            "measuring %s while the CPU is busy (load %.1f on %d cores): the table may be off; "
+            "measuring %s while the CPU is %.0f%% busy with other work: the table may be off; "
             "rerun `draftsmith calibrate --force%s` when the machine is idle",
-            what, load, cores, " --batch" if "batched" in what else "",
+            what, 100 * busy, " --batch" if "batched" in what else "",
         )
 
 
