@@ -146,6 +146,7 @@ def speculative_generate(
     verify_fn: Verifier = verifier
     history = AcceptanceHistory()
     draft_time = DraftTime()  # seconds per drafting call, fitted over recent rounds
+    drafted_last = True
     cost = runner.step_cost if adaptive else {}
 
     t_start = now(device)
@@ -169,8 +170,9 @@ def speculative_generate(
             k_round = best_length(k_round, cost, history, draft_time)
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
-        if k_round > 0:
+        if k_round > 0 and drafted_last:  # not a catch-up on the states of undrafted rounds
             draft_time.observe(k_round + 1, now(device) - t0)
+        drafted_last = k_round > 0
         k_use = min(k_round, len(draft.tokens))
         if cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
             k_use = best_length(k_use, cost, history)  # its drafting is spent: verify cost only
