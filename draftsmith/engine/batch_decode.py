@@ -15,6 +15,7 @@ batching.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,7 +23,7 @@ import torch
 
 from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.engine.decode import Progress, StopRule, record_confidences
-from draftsmith.engine.draft_length import AcceptanceHistory, DraftTime
+from draftsmith.engine.draft_length import AcceptanceHistory
 from draftsmith.engine.lean_llama import LeanLlamaRunner
 from draftsmith.engine.runner import now
 from draftsmith.engine.sampling import SamplingParams
@@ -101,6 +102,36 @@ def isolated(call: Callable[[list], object], group: list) -> object:
     for r in results:
         merged.update(r or {})
     return merged
+
+
+class DraftTime:
+    """Seconds one drafting call takes for n units of work of one method, from recent calls.
+
+    A unit is one request's draft position plus one (sum of k + 1 over the call's requests):
+    drafters that draft a group in one forward (DFlash, DSpark) cost far less than n single
+    calls, and their serial walk grows with k, so this fits a line a + c * n (least squares,
+    both terms >= 0) over recent calls; while only one size was seen, time scales with n."""
+
+    def __init__(self, window: int = 32) -> None:
+        self.calls: deque[tuple[int, float]] = deque(maxlen=window)
+
+    def observe(self, n: int, seconds: float) -> None:
+        self.calls.append((n, seconds))
+
+    def __call__(self, n: int) -> float:
+        if not self.calls:
+            return 0.0
+        sizes = [size for size, _ in self.calls]
+        times = [t for _, t in self.calls]
+        mean_n, mean_t = sum(sizes) / len(sizes), sum(times) / len(times)
+        spread = sum((size - mean_n) ** 2 for size in sizes)
+        if spread == 0:
+            return mean_t * n / mean_n
+        slope = max(sum((size - mean_n) * (t - mean_t) for size, t in self.calls) / spread, 0.0)
+        base = mean_t - slope * mean_n
+        if base < 0:  # through the origin instead
+            return n * sum(size * t for size, t in self.calls) / sum(size * size for size in sizes)
+        return base + slope * n
 
 
 class BatchDecoder:

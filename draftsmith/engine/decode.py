@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.engine.draft_length import AcceptanceHistory, DraftTime, best_length
+from draftsmith.engine.draft_length import AcceptanceHistory, best_length
 from draftsmith.engine.runner import ModelRunner, now
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -145,8 +145,6 @@ def speculative_generate(
     stats = GenerationStats()
     verify_fn: Verifier = verifier
     history = AcceptanceHistory()
-    draft_time = DraftTime()  # seconds per drafting call, fitted over recent rounds
-    drafted_last = True
     cost = runner.step_cost if adaptive else {}
 
     t_start = now(device)
@@ -166,16 +164,12 @@ def speculative_generate(
             break
         k_round = min(k, room - 1)
         if cost and k_round and stats.rounds % 8 != 7:  # every 8th round explores the full draft
-            # decided before drafting (no wasted guesses), pricing the drafting too
-            k_round = best_length(k_round, cost, history, draft_time)
+            k_round = best_length(k_round, cost, history)  # decided before drafting: no wasted guesses
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
-        if k_round > 0 and drafted_last:  # not a catch-up on the states of undrafted rounds
-            draft_time.observe(k_round + 1, now(device) - t0)
-        drafted_last = k_round > 0
         k_use = min(k_round, len(draft.tokens))
         if cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
-            k_use = best_length(k_use, cost, history)  # its drafting is spent: verify cost only
+            k_use = best_length(k_use, cost, history)
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None
         t1 = now(device)
