@@ -444,7 +444,7 @@ def test_batched_accept_fills_each_context_cache_as_accepting_alone():
     type(base).accept_batch(together, seqs, sizes, new)
     for fork, ids, n, h in zip(alone, seqs, sizes, new, strict=True):
         fork.accept(ids, n, h)
-    assert all(d.n_ctx == len(ids) - 3 for d, ids in zip(together, seqs, strict=True))  # queued
+    assert all(d.n_ctx == 0 and len(d.pending) == 2 for d in together)  # prompt and new states queued
     type(base).flush(together + alone)
     for a, b in zip(together, alone, strict=True):
         assert a.n_ctx == b.n_ctx
@@ -453,9 +453,15 @@ def test_batched_accept_fills_each_context_cache_as_accepting_alone():
             torch.testing.assert_close(ka[:, :, : a.n_ctx], kb[:, :, : b.n_ctx], atol=1e-5, rtol=1e-4)
 
 
-def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_fed_every_round():
-    from draftsmith.drafters.base import MAX_QUEUED
+@pytest.mark.parametrize("budget", [None, 2000])
+def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_fed_every_round(
+    monkeypatch, budget
+):
+    """Its prompt's states too; the queue is fed at the next draft, or once it holds QUEUE_BYTES."""
+    from draftsmith.drafters import base as drafter_base
 
+    if budget:
+        monkeypatch.setattr(drafter_base, "QUEUE_BYTES", budget)
     target = tiny_target()
     base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
     ids = torch.randint(3, VOCAB, (40,), generator=torch.Generator().manual_seed(1))
@@ -469,8 +475,9 @@ def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_f
         queued.accept(ids[:end], 1, one)
         fed.accept(ids[:end], 1, one)
         type(base).flush([fed])
-        assert len(queued.pending) < MAX_QUEUED  # bounded however long a request goes undrafted
+        assert queued.pending_bytes < drafter_base.QUEUE_BYTES  # bounded however long it goes undrafted
     assert queued.n_ctx < fed.n_ctx == 38
+    assert (queued.n_ctx > 0) == bool(budget)  # without a small budget, nothing fed, not even the prompt
     a, b = (d.propose(ids[:39], 4, SamplingParams(), None) for d in (queued, fed))
     assert queued.n_ctx == 38 and torch.equal(a.tokens, b.tokens)
     assert queued.confidences == pytest.approx(fed.confidences, abs=1e-5)

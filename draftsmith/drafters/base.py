@@ -30,6 +30,15 @@ if TYPE_CHECKING:
 # feed them all at its next draft (or once this many rounds pile up): in a batch most rounds of a
 # request may not draft, and one pass over many rows costs less than many passes over one or two.
 MAX_QUEUED = 16
+QUEUE_BYTES = 64 * 2**20
+"""A drafter that can catch up on any backlog in one pass (DFlash, DSpark) queues by size instead:
+a request that does not draft, often every request at high load, then feeds nothing until it
+drafts again or its queue holds this many bytes (the default target: ~11 KB a position, so a whole
+640-token slot never reaches it). Fed every 16 rounds, such a request cost the server ~5%."""
+
+
+def state_bytes(hidden: dict[HiddenKey, torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in hidden.values())
 
 
 def merge_states(chunks: Sequence[dict[HiddenKey, torch.Tensor]]) -> dict[HiddenKey, torch.Tensor]:

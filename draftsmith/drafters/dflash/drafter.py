@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters import base
-from draftsmith.drafters.base import Draft, Drafter, merge_states
+from draftsmith.drafters.base import Draft, Drafter, merge_states, state_bytes
 from draftsmith.drafters.checkpoint import read_sts, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
@@ -96,6 +96,7 @@ class DFlashDrafter(Drafter):
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
         self.n_ctx = 0
         self.pending: list[dict] = []
+        self.pending_bytes = 0
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DFlashModel:
@@ -128,8 +129,10 @@ class DFlashDrafter(Drafter):
         self.ctx_v = [torch.empty(shape, dtype=p.dtype, device=p.device) for _ in self.model.layers]
         self.last_ctx = torch.zeros(1, 1, cfg.hidden_size, dtype=p.dtype, device=p.device)  # no context yet
         self.n_ctx = 0
-        self.pending = []
-        self._append(hidden)
+        # the prompt's states wait like any other until the request drafts: one that never drafts
+        # (the scheduler declined) never pays for feeding its drafter
+        self.pending = [hidden] if hidden else []
+        self.pending_bytes = state_bytes(hidden) if hidden else 0
 
     def _append(self, hidden) -> None:
         if hidden:
@@ -167,7 +170,8 @@ class DFlashDrafter(Drafter):
         for d, h in zip(drafters, hidden, strict=True):
             if h:
                 d.pending.append(h)
-        cls.flush([d for d in drafters if len(d.pending) >= base.MAX_QUEUED])
+                d.pending_bytes += state_bytes(h)
+        cls.flush([d for d in drafters if d.pending_bytes >= base.QUEUE_BYTES])
 
     @classmethod
     def flush(cls, drafters) -> None:
@@ -177,7 +181,7 @@ class DFlashDrafter(Drafter):
             return
         hiddens = [merge_states(d.pending) for d in drafters]
         for d in drafters:
-            d.pending = []
+            d.pending, d.pending_bytes = [], 0
         cls._append_all(drafters, hiddens)
 
     def propose(self, tokens: torch.Tensor, k: int, params: SamplingParams, generator) -> Draft:
