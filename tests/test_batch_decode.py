@@ -354,6 +354,22 @@ def test_a_long_refusal_explores_less_and_a_marginal_gain_does_not_draft():
     assert not decoder._drafting_pays(runs)
 
 
+def test_a_draft_that_first_feeds_a_backlog_is_not_timed():
+    """A request's first draft, or its first after plain steps, first feeds the states queued
+    meanwhile (its prompt's too); timing it would price drafting by its catch-up, and a gate that
+    rarely drafts would only ever see catch-ups. Steady drafting steps are timed."""
+    target = tiny_target()
+    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    decoder = BatchDecoder(target.runner, 1, 64, "fixed")
+    decoder.add(prompts(1)[0], base.fork(), StopRule(30))
+    steps = 0
+    while decoder.running and steps < 5:
+        decoder.step()
+        steps += 1
+    calls = decoder.draft_time[base.name].calls
+    assert steps == 5 and len(calls) == steps - 1  # all but the first, which fed the prompt
+
+
 def test_measurements_are_kept_per_load_and_ragged_steps_priced_by_their_real_rows():
     """A step's live/table ratio is filed under its kind and load, and a ragged step is compared
     with what its real rows cost (slots.py multiplies only those), not with the padded shape."""
