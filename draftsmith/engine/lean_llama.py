@@ -135,11 +135,14 @@ class LeanLlamaRunner(ModelRunner):
         self.head_dim = int(first.head_dim)
         self.eps = float(self.config.rms_norm_eps)
         device = base.embed_tokens.weight.device
-        if dual is None:  # both layouts pay off on CPU; keep memory flat for big models and GPUs
-            n_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-            dual = device.type == "cpu" and n_bytes <= 4 * 2**30
+        # a second copy of the weights (both dense layouts, or dense + packed) pays off on CPU;
+        # keep memory flat for big models (it would double) and on GPUs
+        n_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        second_copy = device.type == "cpu" and n_bytes <= 4 * 2**30
+        if dual is None:
+            dual = second_copy
         if packed is None:  # oneDNN-packed weights on CPU (fp32): faster at every step size measured
-            packed = packing_enabled()
+            packed = packing_enabled() and second_copy
         self.dual = dual
         self.embed = base.embed_tokens
         self.norm_w = base.norm.weight
