@@ -413,6 +413,7 @@ def test_metrics_report_requests_tokens_and_acceptance(client, http):
         (["serve", "--max-len", "1"], "max-len"),
         (["serve", "--max-queue", "0"], "max-queue"),
         (["serve", "--draft-margin", "-0.1"], "draft-margin"),
+        (["serve", "--stream-interval-ms", "-1"], "stream-interval"),
         (["loadtest", "--concurrency", "1,zero"], "concurrency"),
         (["loadtest", "--requests", "0"], "requests"),
     ],
@@ -457,3 +458,24 @@ def test_loadtest_prompts_take_the_suites_in_turn(tmp_path):
         )
     prompts = load_prompts(f"{tmp_path / 'a.jsonl'},{tmp_path / 'b.jsonl'}", 3)
     assert [text for text, _ in prompts] == ["a0", "b0", "a1", "a2"]
+
+
+@pytest.mark.parametrize("interval", [0.0, 60.0])
+def test_streamed_text_emitted_close_together_is_merged_and_nothing_is_lost(interval):
+    """Deltas within the stream interval of the last hand-over join the next one (fewer wakeups
+    of the event loop and the client); the end hands over what is held first, so the text is whole."""
+    import asyncio
+
+    from draftsmith.serving.engine import Finished, GenerationRequest, RequestHandle, TextDelta
+
+    async def run() -> list:
+        handle = RequestHandle(GenerationRequest((1, 2), "plain", 8), stream_interval=interval)
+        for text in ("a", "b", "c"):
+            handle.emit(TextDelta(text))
+        handle.emit(Finished("abc", "length", 2, 3))
+        return [event async for event in handle.events()]
+
+    events = asyncio.run(run())
+    texts = [e.text for e in events if isinstance(e, TextDelta)]
+    assert "".join(texts) == "abc" and isinstance(events[-1], Finished)
+    assert texts == (["a", "b", "c"] if interval == 0 else ["a", "bc"])  # the first goes at once

@@ -18,7 +18,7 @@ from draftsmith.drafters.base import Drafter
 from draftsmith.engine.batch_decode import BatchDecoder, Running
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
-from draftsmith.serving.engine import Failed, Finished, RequestHandle
+from draftsmith.serving.engine import STREAM_INTERVAL_S, Failed, Finished, RequestHandle
 from draftsmith.serving.metrics import ServerMetrics
 from draftsmith.serving.worker import SerialEngine
 
@@ -41,9 +41,12 @@ class BatchEngine(SerialEngine):
         cost=None,
         metrics: ServerMetrics | None = None,
         draft_margin: float | None = None,
+        stream_interval: float = STREAM_INTERVAL_S,
     ) -> None:
         # the serial engine knows fixed/history; the batched decoder checks its own schedules
-        super().__init__(target, drafters, max_queue=max_queue, k=k, metrics=metrics)
+        super().__init__(
+            target, drafters, max_queue=max_queue, k=k, metrics=metrics, stream_interval=stream_interval
+        )
         if max_batch < 1:
             raise DraftsmithError(f"max-batch must be >= 1, got {max_batch}")
         self.schedule = schedule

@@ -71,20 +71,36 @@ class EngineUnavailableError(Exception):
     """The engine is not running (stopped, or its worker died): HTTP 503."""
 
 
+STREAM_INTERVAL_S = 0.02
+"""Text committed within this long of the last delta handed to the HTTP side waits for the next
+one (or the end): each hand-over wakes the event loop and the client, and on a small CPU those
+wakeups compete with the decode step (streamed serving ran ~7% below unstreamed at one user, where
+a step takes ~15 ms). Text is held at most one decode step; 0 hands over every step's text."""
+
+
 class RequestHandle:
     """A submitted request: an async stream of events for the HTTP layer, and `cancel()`.
 
     Engines run on their own threads and call `emit`; the events are handed to the event loop
-    that created the handle, so the routes never block on the engine.
+    that created the handle, so the routes never block on the engine. Text deltas closer together
+    than `stream_interval` seconds are merged (`STREAM_INTERVAL_S`).
     """
 
-    def __init__(self, request: GenerationRequest, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def __init__(
+        self,
+        request: GenerationRequest,
+        loop: asyncio.AbstractEventLoop | None = None,
+        stream_interval: float = STREAM_INTERVAL_S,
+    ) -> None:
         self.request = request
         self.submitted_at = time.perf_counter()
         self._loop = loop or asyncio.get_running_loop()
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._cancelled = threading.Event()
         self._done = False
+        self.stream_interval = stream_interval
+        self._held: list[str] = []  # text not handed over yet (engine thread only)
+        self._handed_at = float("-inf")
 
     @property
     def cancelled(self) -> bool:
@@ -95,7 +111,20 @@ class RequestHandle:
         self._cancelled.set()
 
     def emit(self, event: Event) -> None:
-        """Thread-safe: deliver an event to the consumer's loop (dropped if that loop is gone)."""
+        """Called by the engine's thread: deliver an event to the consumer's loop (dropped if that
+        loop is gone), merging text deltas that come within `stream_interval` of the last one."""
+        if isinstance(event, TextDelta):
+            self._held.append(event.text)
+            at = time.perf_counter()
+            if at - self._handed_at < self.stream_interval:
+                return
+            event, self._held, self._handed_at = TextDelta("".join(self._held)), [], at
+        elif self._held:  # the end: the held text first
+            self._deliver(TextDelta("".join(self._held)))
+            self._held = []
+        self._deliver(event)
+
+    def _deliver(self, event: Event) -> None:
         try:
             self._loop.call_soon_threadsafe(self._events.put_nowait, event)
         except RuntimeError:  # the loop closed (server shutting down): nobody is listening

@@ -15,6 +15,7 @@ from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.app import DEFAULT_MAX_TOKENS, create_app
 from draftsmith.serving.batch_worker import BatchEngine
+from draftsmith.serving.engine import STREAM_INTERVAL_S
 from draftsmith.serving.prompts import PromptEncoder
 from draftsmith.serving.worker import SerialEngine, build_drafters
 
@@ -33,6 +34,7 @@ def build_app(
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
     cost=None,
     draft_margin: float | None = None,
+    stream_interval: float = STREAM_INTERVAL_S,
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
@@ -41,7 +43,8 @@ def build_app(
     max_batch 1 decodes one request at a time on any backend; more runs the batched engine (the
     lean runner in float32), whose schedules read the batched cost table (`calibrate --batch`,
     measured here on first use when `cost` is not given). draft_margin: how much faster a batched
-    drafting step must be forecast than a plain one (None: the decoder's default).
+    drafting step must be forecast than a plain one (None: the decoder's default). stream_interval:
+    text committed within this many seconds of the last streamed delta joins the next one.
     """
     if max_batch < 1:
         raise DraftsmithError(f"--max-batch must be >= 1, got {max_batch}")
@@ -49,7 +52,9 @@ def build_app(
         raise DraftsmithError("--schedule confidence schedules a batch: use it with --max-batch > 1")
     drafters = build_drafters(target, list(methods), drafter_options, k)
     if max_batch == 1:
-        engine = SerialEngine(target, drafters, k=k, max_queue=max_queue, schedule=schedule)
+        engine = SerialEngine(
+            target, drafters, k=k, max_queue=max_queue, schedule=schedule, stream_interval=stream_interval
+        )
     else:
         from draftsmith.engine import batch_cost
 
@@ -65,6 +70,7 @@ def build_app(
             k=k,
             cost=cost,
             draft_margin=draft_margin,
+            stream_interval=stream_interval,
         )
     prompts = PromptEncoder(target, getattr(engine, "max_context", None))
     return create_app(engine, prompts, model_name or target.name, default_max_tokens)

@@ -22,6 +22,7 @@ from draftsmith.engine.decode import speculative_generate
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.engine import (
+    STREAM_INTERVAL_S,
     EngineUnavailableError,
     Failed,
     Finished,
@@ -68,11 +69,15 @@ class SerialEngine:
         schedule: str = "history",
         k: int | None = None,
         metrics: ServerMetrics | None = None,
+        stream_interval: float = STREAM_INTERVAL_S,
     ) -> None:
         if not drafters:
             raise DraftsmithError("serve at least one method")
         if max_queue < 1:
             raise DraftsmithError(f"max_queue must be >= 1, got {max_queue}")
+        if not 0 <= stream_interval <= 1:
+            raise DraftsmithError(f"stream interval must be 0..1 s, got {stream_interval}")
+        self.stream_interval = stream_interval
         if schedule not in SCHEDULES:
             raise DraftsmithError(f"unknown schedule {schedule!r}; choose one of: {', '.join(SCHEDULES)}")
         self.target = target
@@ -140,7 +145,7 @@ class SerialEngine:
             )
         if not self.is_alive():
             raise EngineUnavailableError("the engine is not running")
-        handle = RequestHandle(request)
+        handle = RequestHandle(request, stream_interval=self.stream_interval)
         try:
             self._queue.put_nowait(handle)
         except queue.Full:
