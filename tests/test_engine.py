@@ -232,7 +232,7 @@ def test_calibrating_on_a_busy_cpu_says_how_to_measure_again(monkeypatch, caplog
 
     monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.9)
     with caplog.at_level("WARNING", logger="draftsmith"):
-        lean.warn_if_busy("the batched step costs")
+        lean.warn_if_busy("the batched step costs", "draftsmith calibrate --force --batch")
     assert "draftsmith calibrate --force --batch" in caplog.text
     caplog.clear()
     monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.05)

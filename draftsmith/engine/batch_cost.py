@@ -140,7 +140,7 @@ def cached(runner: LeanLlamaRunner, force: bool = False) -> BatchCost:
             return BatchCost.from_json(json.loads(path.read_text())["cost"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    warn_if_busy("the batched step costs")
+    warn_if_busy("the batched step costs", "draftsmith calibrate --force --batch")
     cost = measure(runner)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -179,7 +179,6 @@ class BatchDecoder:
         self._explore_at = 1
         self._explored = 0  # requests that explored so far (the turn order)
         self._drafting = True
-        self._backlog: set[int] = set()  # this step's drafting slots that first feed a backlog
         self._declines = 0  # explore steps in a row while the gate declined, at load _declined_at
         self._declined_at = 0
 
@@ -285,7 +284,6 @@ class BatchDecoder:
         t0 = now(dev)
         drafts: dict[int, Draft] = {}
         groups: dict[object, list[tuple[Running, int]]] = {}
-        backlog = self._backlog = set()  # drafting slots whose drafters first feed a queue of states
         for run in runs:
             room = run.progress.room(int(run.tokens.shape[0]), self.capacity)
             if room <= 0:
@@ -296,9 +294,6 @@ class BatchDecoder:
                 k = min(k, EXPLORE_DEPTH)
             if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
                 k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
-            if k and not run.drafted_last:
-                backlog.add(run.slot)
-            run.drafted_last = bool(k)
             if not k:
                 drafts[run.slot] = Draft.empty(dev)
                 continue
@@ -306,6 +301,9 @@ class BatchDecoder:
         self._proposing_s = 0.0
         for group in groups.values():
             drafts.update(isolated(self._propose, group) or {})
+        drafting_slots = {run.slot for group in groups.values() for run, _ in group}
+        for run in runs:
+            run.drafted_last = run.slot in drafting_slots
         live = [run for run in runs if run.slot in drafts]
         if not live:
             return self._ended(runs), None
@@ -391,7 +389,7 @@ class BatchDecoder:
         # a call that first feeds the states queued while the request did not draft (the prompt's,
         # the plain steps') costs more than drafting does while it goes on: timing it would price
         # drafting by its catch-up, and a gate that rarely drafts would only ever see catch-ups
-        if not any(run.slot in self._backlog for run in runs):
+        if all(run.drafted_last for run in runs):
             timer.observe(units, seconds)
         return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 

@@ -143,7 +143,6 @@ class LeanLlamaRunner(ModelRunner):
             dual = second_copy
         if packed is None:  # oneDNN-packed weights on CPU (fp32): faster at every step size measured
             packed = packing_enabled() and second_copy
-        self.dual = dual
         self.embed = base.embed_tokens
         self.norm_w = base.norm.weight
         head = model.get_output_embeddings()
@@ -448,15 +447,15 @@ def busy_fraction(seconds: float = 0.3) -> float | None:
     return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
 
 
-def warn_if_busy(what: str) -> None:
+def warn_if_busy(what: str, command: str = "draftsmith calibrate --force") -> None:
     """Step timings taken while another job uses the CPU are kept (cached) and steer every later
     run; say so when the machine is busy, with the command that measures again."""
     busy = busy_fraction()
     if busy is not None and busy > 0.5:
         logging.getLogger("draftsmith").warning(
             "measuring %s while the CPU is %.0f%% busy with other work: the table may be off; "
-            "rerun `draftsmith calibrate --force%s` when the machine is idle",
-            what, 100 * busy, " --batch" if "batched" in what else "",
+            "rerun `%s` when the machine is idle",
+            what, 100 * busy, command,
         )
 
 

@@ -96,3 +96,11 @@ def read_head(x: torch.Tensor, model: nn.Module) -> torch.Tensor:
     packed = getattr(model, "head_packed", None)
     return packed_linear(x, packed) if packed is not None else x @ model.head.t().to(x.dtype)
 
+
+def for_decoding(model: nn.Module, given: object) -> nn.Module:
+    """`model` packed for decoding (`pack_for_decoding`) unless it is `given`, the very object a
+    caller handed in (it may still train); a drafter's `build` passes what it loaded."""
+    if model is not given:
+        pack_for_decoding(model)
+    return model
+

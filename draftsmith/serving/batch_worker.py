@@ -15,7 +15,7 @@ import time
 from collections.abc import Mapping
 
 from draftsmith.drafters.base import Drafter
-from draftsmith.engine.batch_decode import BatchDecoder, Running
+from draftsmith.engine.batch_decode import DRAFT_MARGIN, BatchDecoder, Running
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.engine import STREAM_INTERVAL_S, Failed, Finished, RequestHandle
@@ -51,8 +51,8 @@ class BatchEngine(SerialEngine):
             raise DraftsmithError(f"max-batch must be >= 1, got {max_batch}")
         self.schedule = schedule
         self.max_batch = max_batch
-        margin = {} if draft_margin is None else {"margin": draft_margin}
-        self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost, **margin)
+        margin = DRAFT_MARGIN if draft_margin is None else draft_margin
+        self.decoder = BatchDecoder(target.runner, max_batch, max_len, schedule, cost, margin)
         self.max_context = self.decoder.capacity
         self._handles: dict[int, RequestHandle] = {}
         self._streamed: dict[int, list[str]] = {}  # per slot: the text deltas sent so far

@@ -21,7 +21,7 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
-from draftsmith.engine.packing import pack_for_decoding
+from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
@@ -117,9 +117,7 @@ class DFlashDrafter(Drafter):
     def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
         """STS temperatures stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
-        model = cls.load_model(target, path)  # the shipped one is looked up once
-        if not isinstance(drafter, DFlashModel):  # loaded here to draft: nothing trains it
-            pack_for_decoding(model)
+        model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
         return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:

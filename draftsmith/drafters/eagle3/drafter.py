@@ -16,7 +16,7 @@ from draftsmith.drafters.base import Draft, Drafter, QueuedStates
 from draftsmith.drafters.eagle3.checkpoint import load_drafter
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.recipe import Eagle3Recipe
-from draftsmith.engine.packing import pack_for_decoding
+from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
@@ -66,9 +66,7 @@ class Eagle3Drafter(QueuedStates, Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k: int | None = None, **_) -> Eagle3Drafter:
-        model = cls.load_model(target, drafter)
-        if not isinstance(drafter, Eagle3Model):  # loaded here to draft: nothing trains it
-            pack_for_decoding(model)
+        model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size, k)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:

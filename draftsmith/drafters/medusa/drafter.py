@@ -16,7 +16,7 @@ from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.medusa.checkpoint import load_medusa
 from draftsmith.drafters.medusa.model import FORMAT, MedusaModel
 from draftsmith.drafters.medusa.recipe import MedusaRecipe
-from draftsmith.engine.packing import pack_for_decoding
+from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.runner import FINAL
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
@@ -63,9 +63,7 @@ class MedusaDrafter(Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k: int | None = None, **_) -> MedusaDrafter:
-        model = cls.load_model(target, drafter)
-        if not isinstance(drafter, MedusaModel):  # loaded here to draft: nothing trains it
-            pack_for_decoding(model)
+        model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size, k)
 
     def batch_key(self) -> object:

@@ -17,7 +17,7 @@ from draftsmith.drafters.mtp.checkpoint import load_mtp
 from draftsmith.drafters.mtp.model import ContextKV, MTPModel
 from draftsmith.drafters.mtp.recipe import MTPRecipe
 from draftsmith.drafters.mtp.shipped import load_shipped
-from draftsmith.engine.packing import pack_for_decoding
+from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.runner import FINAL
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
@@ -74,9 +74,7 @@ class MTPDrafter(QueuedStates, Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k=None, **_) -> MTPDrafter:
-        model = cls.load_model(target, drafter)
-        if not isinstance(drafter, MTPModel):  # loaded here to draft: nothing trains it
-            pack_for_decoding(model)
+        model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
