@@ -26,6 +26,27 @@ WHAT_DRAFTS = {  # the seeds' selection table, column "what drafts" (../shared/R
     "medusa": "K residual heads on the last target state, one parallel pass",
 }
 
+WHERE_IT_FITS = {  # the seeds' selection table, column "notes" (REFERENCE.md section 2), shortened
+    "plain": "",
+    "ngram": "copy-heavy text (code edits, RAG); weak elsewhere",
+    "draft-model": "simple; costs a full small model per step",
+    "eagle3": "per target; drafts token by token",
+    "mtp": "best on GPU when the vendor ships it",
+    "dflash": "per target; one parallel pass per block",
+    "dspark": "per target; DeepSeek runs it in production",
+    "hybrid": "draftsmith's: n-gram where the text repeats",
+    "medusa": "not in the seeds' table; all drafts in one pass",
+}
+
+
+def where_it_fits(m: str, speeds: dict[str, float]) -> str:
+    """The seeds' note, then where it ran fastest in this bench (measured)."""
+    note = WHERE_IT_FITS.get(m, "")
+    if m == "plain" or not speeds:
+        return note
+    best = max(speeds, key=speeds.get)
+    return f"{note}; here best on {best} ({speeds[best]:.2f}x)" if note else f"here best on {best}"
+
 
 def training_cost(run: Path) -> str:
     """Steps, median seconds per step x steps, held-out greedy tau, drafter size on disk."""
@@ -45,8 +66,8 @@ def main(bench: str, long_dir: str) -> None:
     by = {(s["suite"], s["method"]): s for s in data["summaries"]}
     methods = data["config"]["methods"]
     print("| method | what drafts | training here (2 cores) | tau (all) | acc@1 / @2 / @3 (all) |", end="")
-    print(" speedup " + " / ".join(SUITES) + " | all | identical to plain |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(" speedup " + " / ".join(SUITES) + " | all | identical to plain | where it fits |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for m in methods:
         run = Path(long_dir) / TRAINED[m] if m in TRAINED else None
         cost = training_cost(run) if run and (run / "train_log.jsonl").exists() else "none"
@@ -60,7 +81,9 @@ def main(bench: str, long_dir: str) -> None:
         same = sum(by[(s, m)]["identical"] for s in SUITES if (s, m) in by)
         prompts = sum(by[(s, m)]["prompts"] for s in SUITES if (s, m) in by)
         what = WHAT_DRAFTS.get(m, "")
-        print(f"| {m} | {what} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} |")
+        speeds = {s: by[(s, m)]["speedup_median"] or 1.0 for s in SUITES if (s, m) in by}
+        fits = where_it_fits(m, speeds)
+        print(f"| {m} | {what} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} | {fits} |")
 
 
 if __name__ == "__main__":
