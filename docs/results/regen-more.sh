@@ -19,7 +19,7 @@ stage() {  # name hours extra-args...: unpack, continue for at most `hours`, pac
   local gz=data/smollm2/answers-train-$name.jsonl.gz
   [ -f "$gz" ] && [ ! -f "$W/$name.jsonl" ] && gunzip -c "$gz" > "$W/$name.jsonl"
   echo "== $name $(date +%T): $(wc -l < "$W/$name.jsonl" 2>/dev/null || echo 0) answers" >> "$W/regen.log"
-  timeout --signal=INT "$(python3 -c "print(int($hours * 3600))")" \
+  timeout --signal=INT "${hours}h" \
     $DS data regenerate --prompts "$W/prompts/train.jsonl" --out "$W/$name.jsonl" $COMMON "$@" >> "$W/regen.log" 2>&1
   .venv/bin/python -c "import sys; from pathlib import Path; from draftsmith.training.jsonl import repair_tail; repair_tail(Path(sys.argv[1]))" "$W/$name.jsonl"  # a row torn by the timeout
   gzip -9 -c "$W/$name.jsonl" > "$gz"

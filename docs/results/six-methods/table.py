@@ -74,14 +74,12 @@ def main(bench: str, long_dir: str) -> None:
         every = by.get(("all", m))
         tau = f"{every['tau']:.2f}" if every and every["tau"] else "-"
         acc = " / ".join(f"{a:.2f}" for a in (every or {}).get("acceptance_by_position", [])[:3]) or "-"
-        speed = " / ".join(
-            f"{by[(s, m)]['speedup_median'] or 1.0:.2f}x" if (s, m) in by else "-" for s in SUITES
-        )
+        speeds = {s: by[(s, m)]["speedup_median"] or 1.0 for s in SUITES if (s, m) in by}
+        speed = " / ".join(f"{speeds[s]:.2f}x" if s in speeds else "-" for s in SUITES)
         total = f"{every['speedup_median'] or 1.0:.2f}x" if every else "-"
         same = sum(by[(s, m)]["identical"] for s in SUITES if (s, m) in by)
         prompts = sum(by[(s, m)]["prompts"] for s in SUITES if (s, m) in by)
         what = WHAT_DRAFTS.get(m, "")
-        speeds = {s: by[(s, m)]["speedup_median"] or 1.0 for s in SUITES if (s, m) in by}
         fits = where_it_fits(m, speeds)
         print(f"| {m} | {what} | {cost} | {tau} | {acc} | {speed} | {total} | {same}/{prompts} | {fits} |")
 
