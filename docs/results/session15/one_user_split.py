@@ -78,7 +78,11 @@ for r in range(rounds):
 keys = [k for k in rows[0] if k != "round"]
 summary = {k: statistics.median(row[k] for row in rows) for k in keys}
 ratios = {k: statistics.median(row[k] / row["generate"] for row in rows) for k in keys if k != "generate"}
-print(f"{method}, medians of {rounds} rounds (tok/s): " + ", ".join(f"{k} {v:.1f}" for k, v in summary.items()))
+print(
+    f"{method}, medians of {rounds} rounds (tok/s): " + ", ".join(f"{k} {v:.1f}" for k, v in summary.items())
+)
 print("median of per-round ratios to generate: " + ", ".join(f"{k} {v:.3f}" for k, v in ratios.items()))
 if out_path:
-    json.dump({"method": method, "rows": rows, "summary": summary, "ratios": ratios}, open(out_path, "w"), indent=1)
+    json.dump(
+        {"method": method, "rows": rows, "summary": summary, "ratios": ratios}, open(out_path, "w"), indent=1
+    )
