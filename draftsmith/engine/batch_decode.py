@@ -75,6 +75,9 @@ DECLINED_EVERY = (32, 256)
 # a drafting step must be forecast this much faster than a plain one: the forecast is built from
 # running means and a table, and at 8 users a forecast gain inside this band measured 0.90-1.12x
 DRAFT_MARGIN = 0.05
+# how far one step may move the gate's forecast correction (real step time / forecast): at 4 users
+# drafting steps ran 1.12x their forecast and plain steps 0.94x (session 15)
+FORECAST_ERROR_BOUND = 1.25
 
 
 def group_key(run: Running) -> object:
@@ -174,6 +177,11 @@ class BatchDecoder:
         # or code path), and by how much depends on the batch; keyed (drafted?, load)
         self.cost_scale: dict[tuple[bool, int], float] = {}
         self.overhead: dict[tuple[bool, int], float] = {}  # step time besides drafting and forward, per slot
+        # whole step time / the gate's forecast of it, running mean, per decision (drafting or not)
+        # and load: what the forecast's parts miss (a drafting spell's first step feeds the
+        # drafters their backlog, slow steps pull means, verify depth differs from the forecast's)
+        self.forecast_error: dict[tuple[bool, int], float] = {}
+        self._forecast: tuple[bool, int, float] | None = None  # (drafting?, slots, seconds) of this step
         self._proposing_s = 0.0
         self.steps = 0
         self._explore_at = 1
@@ -253,11 +261,18 @@ class BatchDecoder:
         slots until `remove`). Times the whole step, so the drafting gate also sees what the
         table does not hold (verifying, committing, feeding drafters), per slot, drafting or not."""
         t0 = now(self.runner.device)
+        self._forecast = None
         done, timing = self._step()
+        seconds = now(self.runner.device) - t0
         if timing is not None:
             drafted, b, measured = timing
-            per_slot = max(now(self.runner.device) - t0 - measured, 0.0) / b
+            per_slot = max(seconds - measured, 0.0) / b
             _running_mean(self.overhead, (drafted, load(b)), per_slot)
+        if self._forecast is not None and timing is not None:
+            drafting, slots, forecast = self._forecast
+            # bounded: a spell of the VM stalling must not teach the gate that a kind of step is slow
+            ratio = min(max(seconds / forecast, 1 / FORECAST_ERROR_BOUND), FORECAST_ERROR_BOUND)
+            _running_mean(self.forecast_error, (drafting, load(slots)), ratio)
         return done
 
     def _step(self) -> tuple[list[Running], tuple[bool, int, float] | None]:
@@ -270,6 +285,11 @@ class BatchDecoder:
         explore = self.steps >= self._explore_at
         explorers: set[int] = set()
         if explore:
+            # the kind of step the gate is not taking learns nothing meanwhile: let its correction
+            # fade, so a verdict learnt in a bad spell is tried again, and relearnt if it still holds
+            stale = (not self._drafting, load(len(runs)))
+            if stale in self.forecast_error:
+                self.forecast_error[stale] = 1 + (self.forecast_error[stale] - 1) / 2
             self._explore_at = self.steps + self._explore_interval(len(runs))
             # while drafting pays every request drafts anyway; while it does not, a couple of
             # requests (in turn) draft in full, which keeps the estimates current at a small cost
@@ -416,7 +436,11 @@ class BatchDecoder:
         if estimate is None:
             return any(run.k for run in runs)
         expected, drafting_s, plain_tokens, plain_s, depth = estimate
-        return depth > 0 and expected / drafting_s > (1 + self.margin) * plain_tokens / plain_s
+        drafting = depth > 0 and expected / drafting_s > (1 + self.margin) * plain_tokens / plain_s
+        b = len(runs)  # what the chosen kind of step was forecast to take, before the correction
+        chosen = drafting_s / self._error(True, b) if drafting else plain_s / self._error(False, b)
+        self._forecast = (drafting, b, chosen)
+        return drafting
 
     def drafting_estimate(self, runs: list[Running]) -> tuple[float, float, int, float, int] | None:
         """(expected tokens, seconds) of a drafting step, (tokens, seconds) of a plain one, and the
@@ -441,7 +465,16 @@ class BatchDecoder:
         )
         drafting_s = seconds + b * self._overhead(True, b) + self.cost(b, depth + 1) * self._scale(True, b)
         plain_s = b * self._overhead(False, b) + self.cost(b, 1) * self._scale(False, b)
-        return expected, drafting_s, b, plain_s, depth
+        return expected, drafting_s * self._error(True, b), b, plain_s * self._error(False, b), depth
+
+    def _error(self, drafting: bool, b: int) -> float:
+        """How much longer than forecast this decision's steps ran at this load (else the nearest
+        load's, else 1). Never the other decision's: a drafting step's misses are its own."""
+        at = load(b)
+        if (drafting, at) in self.forecast_error:
+            return self.forecast_error[(drafting, at)]
+        mine = [(abs(a.bit_length() - at.bit_length()), a) for d, a in self.forecast_error if d == drafting]
+        return self.forecast_error[(drafting, min(mine)[1])] if mine else 1.0
 
     def _overhead(self, drafted: bool, b: int) -> float:
         """Measured per-slot step time outside drafting and the forward, for drafting or plain

@@ -12,6 +12,7 @@ import time
 
 from draftsmith.api import generate, load_target
 from draftsmith.drafters.registry import build_drafter
+from draftsmith.engine import batch_cost
 from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.serving.loadtest import load_prompts
 
@@ -20,7 +21,8 @@ target = load_target()
 texts = load_prompts("mtbench,humaneval,gsm", 16)[:16]
 ids = [target.encode(t, c) for t, c in texts]
 drafters = {m: build_drafter(m, target) for m in ("plain", "dspark")}
-decoders = {s: BatchDecoder(target.runner, 32, 640, s) for s in ("fixed", "history", "confidence")}
+cost = batch_cost.cached(target.runner)  # as `serve` does: the schedules need the table
+decoders = {s: BatchDecoder(target.runner, 32, 640, s, cost) for s in ("fixed", "history", "confidence")}
 stop = target.stop_rule(64, ())
 
 
