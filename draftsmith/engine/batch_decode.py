@@ -56,6 +56,9 @@ class Running:
     started: float = 0.0
     error: Exception | None = None  # its drafter or callback failed: it ended alone ("error")
     drafted_last: bool = False  # its last step drafted (its drafter has no backlog of states to feed)
+    # this request's own acceptance by position: how deep its drafts are worth sizing (acceptance
+    # differs a lot between prompts, code against chat, which the method's pooled history averages)
+    own: AcceptanceHistory = field(default_factory=AcceptanceHistory)
 
     def fail(self, error: Exception) -> None:
         self.error = error
@@ -312,8 +315,8 @@ class BatchDecoder:
             k = min(run.k, room - 1) if drafting else 0
             if run.slot in explorers:
                 k = min(k, EXPLORE_DEPTH)
-            if self.schedule == "history" and k and not explore:  # decided before drafting: no waste
-                k = best_depth([survival_from_history(self.history(run), k)], self._uniform_cost, k)
+            if self.schedule != "fixed" and k and not explore:  # sized on its own history: no waste
+                k = best_depth([survival_from_history(run.own, k)], self._uniform_cost, k)
             if not k:
                 drafts[run.slot] = Draft.empty(dev)
                 continue
@@ -356,6 +359,7 @@ class BatchDecoder:
             run.stats.record_round(len(d.tokens), n_acc, produced)
             record_confidences(run.stats, run.drafter, len(d.tokens), n_acc)
             self.history(run).update(len(d.tokens), n_acc)
+            run.own.update(len(d.tokens), n_acc)
             try:
                 if run.on_tokens and emitted:
                     run.on_tokens(emitted)
