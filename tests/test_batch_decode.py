@@ -543,3 +543,22 @@ def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_f
     a, b = (d.propose(ids[:39], 4, SamplingParams(), None) for d in (queued, fed))
     assert queued.n_ctx == 38 and torch.equal(a.tokens, b.tokens)
     assert queued.confidences == pytest.approx(fed.confidences, abs=1e-5)
+
+
+def test_each_request_sizes_its_draft_on_its_own_acceptance():
+    """Acceptance differs between prompts; a pooled history averages it away and the batched
+    decoder verified deeper drafts than the single-request loop for the same tokens (session 15).
+    Under a non-fixed schedule each request's draft is sized before drafting on its own history:
+    a request whose drafts are never accepted stops drafting while its neighbour goes on."""
+    target = tiny_target()
+    for schedule in ("history", "confidence"):
+        decoder = BatchDecoder(target.runner, 2, 64, schedule, lambda b, rows: 1.0 + 0.1 * rows)
+        oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
+        runs = [decoder.add(p, oracle.fork(), StopRule(8)) for p in prompts(2)]
+        for _ in range(50):
+            runs[0].own.update(2, 0)  # nothing of this request's drafts is ever kept
+            runs[1].own.update(2, 2)  # everything of this one's is
+        decoder._explore_at = decoder.steps + 100
+        decoder.step()
+        assert runs[0].stats.drafted == 0, schedule
+        assert runs[1].stats.drafted > 0, schedule
