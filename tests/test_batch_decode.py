@@ -290,24 +290,30 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
     assert cheap_drafted > 3 * slow_drafted > 0  # slow: only the exploring steps draft
 
 
+def _gate_at_two_slots(schedule: str = "confidence"):
+    """Two requests in a decoder whose table makes extra rows look cheap, the method's history at
+    one of two drafts kept (~1.5 tokens a round), a fast drafting-time fit and the table's live
+    ratios at 1: a setting where drafting pays by the forecast. Returns (decoder, oracle, runs)."""
+    target = tiny_target()
+    cost = lambda b, rows: 0.05 * (1 + 0.1 * (rows - 1))  # noqa: E731 - extra rows look cheap
+    decoder = BatchDecoder(target.runner, 2, 64, schedule, cost)
+    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
+    for p in prompts(2):
+        decoder.add(p, oracle.fork(), StopRule(8))
+    runs = list(decoder.running.values())
+    for _ in range(50):
+        decoder.history(runs[0]).update(2, 1)
+    decoder.draft_time = {oracle.name: DraftTime()}
+    decoder.draft_time[oracle.name].observe(6, 0.001)
+    decoder.cost_scale = {(True, 2): 1.0, (False, 2): 1.0}  # keyed (drafted?, load: 2 slots)
+    return decoder, oracle, runs
+
+
 def test_the_gate_prices_each_kind_of_step_at_its_own_measured_speed():
     """The table can be wrong about how much more a drafting step's extra rows cost (measured on
     another day or path); the gate must price drafting steps at the live/table ratio seen on
     drafting steps, not at the plain steps' ratio."""
-    target = tiny_target()
-    cost = lambda b, rows: 0.05 * (1 + 0.1 * (rows - 1))  # noqa: E731 - extra rows look cheap
-    decoder = BatchDecoder(target.runner, 2, 64, "confidence", cost)
-    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
-    stop = StopRule(8)
-    for p in prompts(2):
-        decoder.add(p, oracle.fork(), stop)
-    runs = list(decoder.running.values())
-    history = decoder.history(runs[0])
-    for _ in range(50):
-        history.update(2, 1)  # one of two drafts kept: ~1.5 tokens per round
-    decoder.draft_time = {oracle.name: DraftTime()}
-    decoder.draft_time[oracle.name].observe(6, 0.001)
-    decoder.cost_scale = {(True, 2): 1.0, (False, 2): 1.0}  # keyed (drafted?, load: 2 slots)
+    decoder, _, runs = _gate_at_two_slots()
     assert decoder._drafting_pays(runs)  # as the table says: 3 rows for ~1.1x one
     decoder.cost_scale = {(True, 2): 2.0, (False, 2): 1.0}  # drafting steps measured twice the table
     assert not decoder._drafting_pays(runs)
@@ -325,18 +331,7 @@ def test_the_gate_learns_how_far_off_its_forecast_of_each_kind_of_step_runs():
     and what they miss (a drafting spell's first step feeding its backlog, slow steps) made the
     gate draft where drafting lost (4 users: forecast 7% faster, measured 12% slower). The gate
     keeps real step time / forecast per decision and load, and prices the next steps with it."""
-    target = tiny_target()
-    cost = lambda b, rows: 0.05 * (1 + 0.1 * (rows - 1))  # noqa: E731
-    decoder = BatchDecoder(target.runner, 2, 64, "confidence", cost)
-    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=2)
-    for p in prompts(2):
-        decoder.add(p, oracle.fork(), StopRule(8))
-    runs = list(decoder.running.values())
-    for _ in range(50):
-        decoder.history(runs[0]).update(2, 1)
-    decoder.draft_time = {oracle.name: DraftTime()}
-    decoder.draft_time[oracle.name].observe(6, 0.001)
-    decoder.cost_scale = {(True, 2): 1.0, (False, 2): 1.0}
+    decoder, _, runs = _gate_at_two_slots()
     assert decoder._drafting_pays(runs)
     drafting, slots, forecast = decoder._forecast  # what the chosen step was forecast to take
     assert drafting and slots == 2 and forecast > 0

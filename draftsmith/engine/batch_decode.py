@@ -474,11 +474,7 @@ class BatchDecoder:
     def _error(self, drafting: bool, b: int) -> float:
         """How much longer than forecast this decision's steps ran at this load (else the nearest
         load's, else 1). Never the other decision's: a drafting step's misses are its own."""
-        at = load(b)
-        if (drafting, at) in self.forecast_error:
-            return self.forecast_error[(drafting, at)]
-        mine = [(abs(a.bit_length() - at.bit_length()), a) for d, a in self.forecast_error if d == drafting]
-        return self.forecast_error[(drafting, min(mine)[1])] if mine else 1.0
+        return nearest(self.forecast_error, drafting, load(b), 1.0, other_kind=False)
 
     def _overhead(self, drafted: bool, b: int) -> float:
         """Measured per-slot step time outside drafting and the forward, for drafting or plain
@@ -526,12 +522,15 @@ def load(slots: int) -> int:
     return 1 << max(slots - 1, 0).bit_length()
 
 
-def nearest(means: dict[tuple[bool, int], float], drafted: bool, at: int, default: float) -> float:
+def nearest(
+    means: dict[tuple[bool, int], float], drafted: bool, at: int, default: float, other_kind: bool = True
+) -> float:
     """The measurement of this kind of step at this load; else the other kind's at this load (the
-    current speed of the machine), else this kind's at the nearest load measured, else default."""
+    current speed of the machine; skipped without `other_kind`), else this kind's at the nearest
+    load measured, else default."""
     if (drafted, at) in means:
         return means[(drafted, at)]
-    if (not drafted, at) in means:
+    if other_kind and (not drafted, at) in means:
         return means[(not drafted, at)]
     mine = [(abs(a.bit_length() - at.bit_length()), a) for kind, a in means if kind == drafted]
     return means[(drafted, min(mine)[1])] if mine else default
