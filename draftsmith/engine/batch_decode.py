@@ -59,6 +59,10 @@ class Running:
     # this request's own acceptance by position: how deep its drafts are worth sizing (acceptance
     # differs a lot between prompts, code against chat, which the method's pooled history averages)
     own: AcceptanceHistory = field(default_factory=AcceptanceHistory)
+    # drafts it kept per step it drafted in (running mean over scheduled steps, not explore steps):
+    # what a drafting step yields once the schedule cuts the draft where confidence drops, which
+    # the position-by-position history (fed by explore steps' full drafts too) underrates
+    kept: float | None = None
 
     def fail(self, error: Exception) -> None:
         self.error = error
@@ -174,6 +178,7 @@ class BatchDecoder:
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
+        self.kept: dict[str, float] = {}  # per method: drafts kept per drafting step (`Running.kept`)
         # measured forward time / the table's, running mean, for drafting and for plain steps apart
         # and per load (slots, to a power of two): the machine drifts as a whole, the table can be
         # off in how much more a multi-row step costs than a one-row step (measured on another day
@@ -275,7 +280,10 @@ class BatchDecoder:
             drafting, slots, forecast = self._forecast
             # bounded: a spell of the VM stalling must not teach the gate that a kind of step is slow
             ratio = min(max(seconds / forecast, 1 / FORECAST_ERROR_BOUND), FORECAST_ERROR_BOUND)
-            _running_mean(self.forecast_error, (drafting, load(slots)), ratio)
+            # from a prior of 1: the first drafting step runs before any drafting time is known, so
+            # its forecast lacks that part, and taking its ratio whole kept a fresh server from
+            # drafting at one user for 130 steps where drafting made 1.27x (session 16)
+            _running_mean(self.forecast_error, (drafting, load(slots)), ratio, prior=1.0)
         return done
 
     def _step(self) -> tuple[list[Running], tuple[bool, int, float] | None]:
@@ -316,7 +324,7 @@ class BatchDecoder:
             if run.slot in explorers:
                 k = min(k, EXPLORE_DEPTH)
             if self.schedule != "fixed" and k and not explore:  # sized on its own history: no waste
-                k = best_depth([survival_from_history(run.own, k)], self._uniform_cost, k)
+                k = self._sized(run, k)
             if not k:
                 drafts[run.slot] = Draft.empty(dev)
                 continue
@@ -331,9 +339,17 @@ class BatchDecoder:
         if not live:
             return self._ended(runs), None
         depth = max(len(d.tokens) for d in drafts.values())
-        if self.schedule != "fixed" and depth and not explore:
+        would: dict[int, int] = {}  # per drafting request: how deep a scheduled step would verify
+        if self.schedule != "fixed" and depth:
             survivals = [self._survival(run, len(drafts[run.slot].tokens)) for run in live]
-            depth = best_depth(survivals, self.cost, depth)
+            if explore:  # a full draft: what the schedule would have kept of it, request by request
+                would = {
+                    run.slot: best_depth([s], self._uniform_cost, len(s))
+                    for run, s in zip(live, survivals, strict=True)
+                    if run.slot in drafting_slots
+                }
+            else:
+                depth = best_depth(survivals, self.cost, depth)
         work = []
         for run in live:
             d = drafts[run.slot]
@@ -360,6 +376,8 @@ class BatchDecoder:
             record_confidences(run.stats, run.drafter, len(d.tokens), n_acc)
             self.history(run).update(len(d.tokens), n_acc)
             run.own.update(len(d.tokens), n_acc)
+            if self.schedule != "fixed" and run.slot in drafting_slots:
+                self._observe_kept(run, min(n_acc, would.get(run.slot, n_acc)), len(d.tokens))
             try:
                 if run.on_tokens and emitted:
                     run.on_tokens(emitted)
@@ -440,7 +458,12 @@ class BatchDecoder:
         if estimate is None:
             return any(run.k for run in runs)
         expected, drafting_s, plain_tokens, plain_s, depth = estimate
-        drafting = depth > 0 and expected / drafting_s > (1 + self.margin) * plain_tokens / plain_s
+        # the margin guards starting to draft, not going on: a spell that keeps drafting while its
+        # forecast gain sits inside the margin would otherwise flap (each resumption first feeds the
+        # drafters their backlog); at one user the gate stopped at a forecast +4% where drafting
+        # steps measured +11% (session 16)
+        margin = 0.0 if self._drafting else self.margin
+        drafting = depth > 0 and expected / drafting_s > (1 + margin) * plain_tokens / plain_s
         b = len(runs)  # what the chosen kind of step was forecast to take, before the correction
         chosen = drafting_s / self._error(True, b) if drafting else plain_s / self._error(False, b)
         self._forecast = (drafting, b, chosen)
@@ -451,19 +474,29 @@ class BatchDecoder:
         drafting step's depth: from each method's acceptance history, its measured drafting time,
         the measured time each kind of step spends outside drafting and the forward, and the
         step-cost table. None without a cost table or a request that drafts."""
-        drafting = [run for run in runs if run.k]
+        # each request drafts what its own history makes worth drafting (as `_step` sizes it), so
+        # the forecast prices that, not the method's full k (session 16: pricing DSpark's k = 7
+        # when it drafts ~3 doubled the forecast drafting time at one user)
+        sized = {run.slot: self._sized(run, run.k) for run in runs if run.k}
+        drafting = [run for run in runs if sized.get(run.slot)]
         if self.cost is None or not drafting:
             return None
         b = len(runs)
-        survivals = [survival_from_history(self.history(run), run.k) for run in drafting]
-        depth = best_depth(survivals, self.cost, max(run.k for run in drafting))
-        expected = b + sum(sum(s[:depth]) for s in survivals)
+        survivals = [survival_from_history(self.history(run), sized[run.slot]) for run in drafting]
+        depth = best_depth(survivals, self.cost, max(sized.values()))
+        # tokens: what drafting steps have yielded (the request's own, else its method's), else the
+        # history's forecast. Session 16, one user: the history said 1.25-1.43 tokens a drafting
+        # step, the steps made 1.54, and the gate declined where drafting ran 1.26x plain
+        expected = float(b)
+        for run, s in zip(drafting, survivals, strict=True):
+            kept = run.kept if run.kept is not None else self.kept.get(run.drafter.name)
+            expected += sum(s[:depth]) if kept is None else kept
         # drafting time is measured live, the table once: put the table on the live clock
         calls: dict[object, list[Running]] = {}
         for run in drafting:
             calls.setdefault(group_key(run), []).append(run)
         seconds = sum(
-            self.draft_time[group[0].drafter.name](sum(run.k + 1 for run in group))
+            self.draft_time[group[0].drafter.name](sum(sized[run.slot] + 1 for run in group))
             for group in calls.values()
             if group[0].drafter.name in self.draft_time
         )
@@ -485,6 +518,19 @@ class BatchDecoder:
         """Live time / table time for drafting or plain steps at this load (see `nearest`), 1
         before any."""
         return nearest(self.cost_scale, drafted, load(b), 1.0)
+
+    def _observe_kept(self, run: Running, kept: int, depth: int) -> None:
+        """Fold one drafting step's kept drafts into the request's and its method's running means,
+        each starting from the history's forecast for that depth: a first step that kept nothing
+        must not read as "drafting never pays" (the gate would then never draft to learn better)."""
+        prior = sum(survival_from_history(self.history(run), depth))
+        name = run.drafter.name
+        self.kept[name] = 0.9 * self.kept.get(name, prior) + 0.1 * kept
+        run.kept = 0.9 * (self.kept[name] if run.kept is None else run.kept) + 0.1 * kept
+
+    def _sized(self, run: Running, k: int) -> int:
+        """How many of its k drafts this request's own acceptance makes worth verifying."""
+        return best_depth([survival_from_history(run.own, k)], self._uniform_cost, k)
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""
@@ -547,7 +593,8 @@ def ragged_cost(cost: StepCost, rows: list[int]) -> float:
     return cost(b, 1) + share * (cost(b, deepest) - cost(b, 1))
 
 
-def _running_mean(means: dict, key: object, value: float) -> None:
-    """Fold one live measurement into a slowly moving mean: steps are noisy, the trend is what counts."""
-    old = means.get(key)
+def _running_mean(means: dict, key: object, value: float, prior: float | None = None) -> None:
+    """Fold one live measurement into a slowly moving mean: steps are noisy, the trend is what counts.
+    Without a prior the first measurement is taken whole; with one, the mean starts there."""
+    old = means.get(key, prior)
     means[key] = value if old is None else 0.9 * old + 0.1 * value
