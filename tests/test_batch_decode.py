@@ -290,6 +290,26 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys():
     assert cheap_drafted > 3 * slow_drafted > 0  # slow: only the exploring steps draft
 
 
+def test_one_request_alone_drafts_as_generate_sizes_it():
+    """With one request there is no shared step for drafting to slow down: the gate stands aside
+    and the request drafts as its own acceptance sizes it (as `generate` does), even where the
+    gate's forecast (a slow drafting-time fit here) would decline."""
+    target = tiny_target()
+    oracle = DraftModelDrafter(tiny_model("llama", layers=4), VOCAB, k=4)  # always right
+    decoder = BatchDecoder(target.runner, 2, 64, "confidence", lambda b, rows: 1.0 + 0.1 * (rows - 1))
+    frozen = DraftTime()
+    frozen.observe(1, 10.0)
+    frozen.observe = lambda n, seconds: None
+    decoder.draft_time = {oracle.name: frozen}
+    prompt = prompts(1)[0]
+    ref = speculative_generate(target.runner, PlainDrafter(), prompt, StopRule(30)).tokens
+    [(tokens, _, stats)] = batch_generate(decoder, [prompt], [oracle.fork()], StopRule(30))
+    assert tokens == ref
+    assert stats.drafted >= len(ref) // 2  # drafted on (nearly) every step, not only on explore steps
+    runs = [decoder.add(p, oracle.fork(), StopRule(8)) for p in prompts(2)]
+    assert not decoder._drafting_pays(runs)  # two requests: the gate decides, and declines
+
+
 def _gate_at_two_slots(schedule: str = "confidence"):
     """Two requests in a decoder whose table makes extra rows look cheap, the method's history at
     one of two drafts kept (~1.5 tokens a round), a fast drafting-time fit and the table's live
