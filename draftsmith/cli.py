@@ -817,8 +817,8 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         "--draft-margin",
         type=float,
         default=None,
-        help="batched: draft only when a drafting step is forecast this fraction faster than a plain "
-        "one (default 0.05; 0 = whenever it is forecast faster at all)",
+        help="batched, 2+ requests: start drafting only when a drafting step is forecast this "
+        "fraction faster than a plain one, go on while it is forecast faster at all (default 0.05)",
     )
     _add_target_args(p)
     _add_method_args(p)

@@ -59,9 +59,9 @@ class Running:
     # this request's own acceptance by position: how deep its drafts are worth sizing (acceptance
     # differs a lot between prompts, code against chat, which the method's pooled history averages)
     own: AcceptanceHistory = field(default_factory=AcceptanceHistory)
-    # drafts it kept per step it drafted in (running mean over scheduled steps, not explore steps):
-    # what a drafting step yields once the schedule cuts the draft where confidence drops, which
-    # the position-by-position history (fed by explore steps' full drafts too) underrates
+    # drafts it kept per step it drafted in (running mean; of an explore step's full draft, what the
+    # schedule would have kept): what a drafting step yields once the schedule cuts the draft where
+    # confidence drops, which the position-by-position history (fed by full drafts too) underrates
     kept: float | None = None
 
     def fail(self, error: Exception) -> None:
