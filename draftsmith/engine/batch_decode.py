@@ -526,9 +526,10 @@ class BatchDecoder:
         """Fold one drafting step's kept drafts into the request's and its method's running means,
         each starting from the history's forecast for that depth: a first step that kept nothing
         must not read as "drafting never pays" (the gate would then never draft to learn better)."""
-        prior = sum(survival_from_history(self.history(run), depth))
         name = run.drafter.name
-        self.kept[name] = 0.9 * self.kept.get(name, prior) + 0.1 * kept
+        if name not in self.kept:  # the history's forecast only once, not on every drafting step
+            self.kept[name] = sum(survival_from_history(self.history(run), depth))
+        _running_mean(self.kept, name, kept)
         run.kept = 0.9 * (self.kept[name] if run.kept is None else run.kept) + 0.1 * kept
 
     def _sized(self, run: Running, k: int) -> int:
