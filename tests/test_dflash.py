@@ -297,3 +297,46 @@ def test_hybrid_drafter_switches_sources_and_stays_lossless():
     a = speculative_generate(target.runner, drafter, ids, StopRule(30), p, adaptive=False)
     b = speculative_generate(target.runner, drafter, ids, StopRule(30), p, adaptive=False)
     assert a.tokens == b.tokens and len(a.tokens) == 30
+
+
+def _blocks_by_loop(ids, loss_mask, anchors, block, mask_id):
+    """build_blocks' specification, one anchor at a time (its first, loop-based version)."""
+    b, t = ids.shape
+    n = max(1, max(len(a) for a in anchors))
+    q = n * block
+    block_ids = torch.full((b, q), mask_id, dtype=torch.long)
+    block_pos = torch.zeros(b, q, dtype=torch.long)
+    labels = torch.full((b, q), training.IGNORE, dtype=torch.long)
+    prev_ids = torch.zeros(b, q, dtype=torch.long)
+    mask = torch.zeros(b, q, t + q, dtype=torch.bool)
+    for i, anc in enumerate(anchors):
+        for j in range(n):
+            rows = slice(j * block, (j + 1) * block)
+            mask[i, rows, t + j * block : t + (j + 1) * block] = True
+            if j >= len(anc):
+                continue
+            a = int(anc[j])
+            block_ids[i, j * block] = ids[i, a]
+            pos = torch.arange(a, a + block)
+            block_pos[i, rows] = pos
+            nxt = pos + 1
+            inside = nxt < t
+            lab = torch.full((block,), training.IGNORE, dtype=torch.long)
+            lab[inside] = torch.where(loss_mask[i, nxt[inside]], ids[i, nxt[inside]], training.IGNORE)
+            labels[i, rows] = lab
+            prev_ids[i, rows] = torch.where(pos < t, ids[i, pos.clamp(max=t - 1)], 0)
+            mask[i, rows, :a] = True
+    return block_ids, block_pos, labels, prev_ids, mask
+
+
+def test_vectorised_block_layout_equals_the_one_anchor_at_a_time_layout():
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(1, VOCAB, (3, 40), generator=g)
+    mask = torch.rand(3, 40, generator=g) > 0.3
+    mask[:, :5] = False
+    # a short list (padding blocks), anchors whose block runs past the end, and an empty list
+    anchors = [sample_anchors(mask[0], 9, g), torch.tensor([2, 37, 38]), torch.tensor([], dtype=torch.long)]
+    got = build_blocks(ids, mask, anchors, 4, MASK_ID)
+    want = _blocks_by_loop(ids, mask, anchors, 4, MASK_ID)
+    for name, w in zip(("block_ids", "block_pos", "labels", "prev_ids", "mask"), want, strict=True):
+        assert torch.equal(getattr(got, name), w), name

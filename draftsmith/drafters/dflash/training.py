@@ -48,29 +48,29 @@ def build_blocks(
     n_anchor = max(1, max(len(a) for a in anchors))
     q = n_anchor * block_size
     slot = torch.arange(block_size).repeat(n_anchor)
+    # one row per (sequence, anchor): padding anchors (short lists) have live = False
+    anc = torch.zeros(b, n_anchor, dtype=torch.long)
+    live = torch.zeros(b, n_anchor, dtype=torch.bool)
+    for i, a in enumerate(anchors):
+        anc[i, : len(a)] = a
+        live[i, : len(a)] = True
+    a_slot = anc.repeat_interleave(block_size, 1)  # [b, q] each slot's anchor
+    live_slot = live.repeat_interleave(block_size, 1)
+    pos = a_slot + slot[None]  # a + k
+    block_pos = torch.where(live_slot, pos, 0)
     block_ids = torch.full((b, q), mask_token_id, dtype=torch.long)
-    block_pos = torch.zeros(b, q, dtype=torch.long)
-    labels = torch.full((b, q), IGNORE, dtype=torch.long)
-    prev_ids = torch.zeros(b, q, dtype=torch.long)
-    mask = torch.zeros(b, q, t + q, dtype=torch.bool)
-    for i, anc in enumerate(anchors):
-        for j, a in enumerate(anc.tolist()):
-            rows = slice(j * block_size, (j + 1) * block_size)
-            block_ids[i, j * block_size] = ids[i, a]
-            pos = torch.arange(a, a + block_size)
-            block_pos[i, rows] = pos
-            nxt = pos + 1
-            inside = nxt < t
-            lab = torch.full((block_size,), IGNORE, dtype=torch.long)
-            lab[inside] = torch.where(loss_mask[i, nxt[inside]], ids[i, nxt[inside]], IGNORE)
-            labels[i, rows] = lab
-            prev = torch.where(pos < t, ids[i, pos.clamp(max=t - 1)], 0)
-            prev_ids[i, rows] = prev
-            mask[i, rows, :a] = True  # context strictly before the anchor
-            mask[i, rows, t + j * block_size : t + (j + 1) * block_size] = True  # own block, both ways
-        for j in range(len(anc), n_anchor):  # padding blocks attend to themselves only (no NaN rows)
-            rows = slice(j * block_size, (j + 1) * block_size)
-            mask[i, rows, t + j * block_size : t + (j + 1) * block_size] = True
+    first = live_slot & (slot == 0)[None]
+    block_ids[first] = torch.gather(ids, 1, a_slot)[first]
+    nxt = pos + 1
+    at_next = nxt.clamp(max=t - 1)
+    learn = live_slot & (nxt < t) & torch.gather(loss_mask, 1, at_next)
+    labels = torch.where(learn, torch.gather(ids, 1, at_next), IGNORE)
+    prev_ids = torch.where(live_slot & (pos < t), torch.gather(ids, 1, pos.clamp(max=t - 1)), 0)
+    # context strictly before the anchor (none for padding blocks), and the own block both ways:
+    # padding blocks attend to themselves only, so no softmax row is empty
+    ctx = torch.arange(t)[None, None] < torch.where(live_slot, a_slot, 0)[..., None]
+    own = (torch.arange(q)[:, None] // block_size) == (torch.arange(q)[None] // block_size)
+    mask = torch.cat([ctx, own.expand(b, q, q)], -1)
     ctx_pos = torch.arange(t).expand(b, t)
     target_pos = block_pos.clamp(max=t - 1)
     greedy_labels = None
