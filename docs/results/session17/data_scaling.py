@@ -25,12 +25,14 @@ def curve(path: str) -> dict[int, tuple[float, float, float]]:
         if "tau_greedy" in r:
             window.append(r["tau_greedy"])
         if "held_out_tau_greedy" in r:
-            out[r["step"]] = (r["held_out_tau_greedy"], r["held_out_tau_greedy_k3"], statistics.mean(window[-300:]))
+            train_tau = statistics.mean(window[-300:])
+            out[r["step"]] = (r["held_out_tau_greedy"], r["held_out_tau_greedy_k3"], train_tau)
     return out
 
 
 small, large = curve(small_path), curve(large_path)
-print(f"## {method}: held-out greedy tau, {small_tokens / 1e6:.2f}M against {large_tokens / 1e6:.2f}M answer tokens\n")
+sizes = f"{small_tokens / 1e6:.2f}M against {large_tokens / 1e6:.2f}M answer tokens"
+print(f"## {method}: held-out greedy tau, {sizes}\n")
 print("| step | anchors seen per answer token, small / large | held-out tau, small | large | large - small "
       "| capped at 3, small / large | train-batch tau - held-out, small / large |")
 print("|---|---|---|---|---|---|---|")
@@ -38,6 +40,7 @@ for step in sorted(set(small) & set(large)):
     (hs, ks, ts), (hl, kl, tl) = small[step], large[step]
     seen = step * BATCH * ANCHORS
     print(
-        f"| {step} | {seen / small_tokens:.2f} / {seen / large_tokens:.2f} | {hs:.3f} | {hl:.3f} | {hl - hs:+.3f} "
+        f"| {step} | {seen / small_tokens:.2f} / {seen / large_tokens:.2f} "
+        f"| {hs:.3f} | {hl:.3f} | {hl - hs:+.3f} "
         f"| {ks:.3f} / {kl:.3f} | {ts - hs:+.3f} / {tl - hl:+.3f} |"
     )

@@ -47,7 +47,8 @@ def timed(name, fn):
 def one_step(i: int) -> None:
     g = torch.Generator().manual_seed(i)
     pick = torch.randint(len(data), (8,), generator=g).tolist()
-    batch = timed("batch (read + build_blocks)", lambda: recipe.batch([data[j] for j in pick], opts, model, g))
+    seqs = [data[j] for j in pick]
+    batch = timed("batch (read + build_blocks)", lambda: recipe.batch(seqs, opts, model, g))
     with torch.autocast("cpu", dtype=torch.bfloat16):
         loss, _ = timed("forward + losses", lambda: recipe.loss(model, batch, opts))
     opt.zero_grad(set_to_none=True)
