@@ -376,7 +376,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     if held is not None and list(held.layers) != list(data.layers):
         raise DraftsmithError(f"held-out cache has layers {held.layers}, training data {data.layers}")
     result = train(
-        target, data, cfg, args.out, resume=not args.no_resume, stop_after=args.stop_after, held_out_data=held
+        target,
+        data,
+        cfg,
+        args.out,
+        resume=not args.no_resume,
+        stop_after=args.stop_after,
+        held_out_data=held,
+        compile_loss=args.compile,
     )
     print(json.dumps(result, indent=1))
     return 0
@@ -691,6 +698,11 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         help="dtype of the saved drafter (float16 halves the size for shipping)",
     )
     p.add_argument("--stop-after", type=int, default=None, help="end this run at that step (resume later)")
+    p.add_argument(
+        "--compile",
+        action="store_true",
+        help="torch.compile the loss step (needs a C++ compiler on CPU; same maths, fused kernels)",
+    )
     if train_options:
         from draftsmith.training.recipe import add_option_flags
 

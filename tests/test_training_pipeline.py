@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -379,3 +380,34 @@ def test_a_drafter_trained_with_qk_norm_exports_to_speculators(tmp_path):
         if k == "markov_in.weight":  # ours adds a row for tokens outside the draft vocabulary (none here)
             v = v[: theirs[k].shape[0]]
         torch.testing.assert_close(theirs[k].to(v.dtype), v)
+
+
+@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="no C++ compiler")
+def test_a_compiled_loss_trains_like_the_eager_one(tmp_path):
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=6)
+    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = TrainConfig.from_flat(
+        method="dspark",
+        steps=3,
+        batch=2,
+        anchors=4,
+        block_size=4,
+        markov_rank=8,
+        draft_vocab=48,
+        eval_every=3,
+        save_every=3,
+        held_out=2,
+        lr=3e-3,
+    )
+    logs = {}
+    for arm in ("eager", "compiled"):
+        train(target, cache, cfg, tmp_path / arm, progress=False, compile_loss=arm == "compiled")
+        logs[arm] = [json.loads(x) for x in (tmp_path / arm / "train_log.jsonl").read_text().splitlines()]
+    eager, compiled = logs["eager"], logs["compiled"]
+    assert compiled[0]["loss"] == pytest.approx(eager[0]["loss"], rel=1e-4)  # the same weights at step 1
+    for e, c in zip(eager, compiled, strict=True):
+        for key in ("loss", "ce", "l1", "bce"):
+            assert c[key] == pytest.approx(e[key], rel=1e-2), (e["step"], key)
+    assert compiled[-1]["held_out_tau_greedy"] == pytest.approx(eager[-1]["held_out_tau_greedy"], abs=0.05)

@@ -4,6 +4,7 @@ Times the stages of train-long.sh's step (8 sequences x ANCHORS anchors, block 7
 on a real cache: batch building, forward (split into context projection, block attention layers,
 head + losses), backward, optimizer; then torch.profiler's top ops over 3 steps.
 Usage: python docs/results/session17/train_step_profile.py CACHE [METHOD=dspark] [ANCHORS=64] [STEPS=6]
+    [compile] [--no-profile]
 """
 
 import sys
@@ -21,10 +22,6 @@ method = sys.argv[2] if len(sys.argv) > 2 else "dspark"
 anchors = int(sys.argv[3]) if len(sys.argv) > 3 else 64
 steps = int(sys.argv[4]) if len(sys.argv) > 4 else 6
 compiled = len(sys.argv) > 5 and sys.argv[5] == "compile"
-if compiled:
-    import draftsmith.drafters.dflash.recipe as R
-
-    R.block_loss = torch.compile(R.block_loss, dynamic=True)
 target = load_target(dtype="bfloat16", fixed_rows=0)
 data = TargetCache(cache, target)
 recipe = recipe_for(method)
@@ -32,6 +29,7 @@ opts = make_options(recipe, {"anchors": anchors, **({"ce_weight": 0.5} if method
 torch.manual_seed(0)
 keep_freed_memory() if recipe.heap_only else bound_freed_memory()  # as train() does
 model = recipe.build(target, opts, list(data.layers), data)
+loss_fn = torch.compile(recipe.loss, dynamic=True) if compiled else recipe.loss  # train --compile
 params = [p for p in model.parameters() if p.requires_grad]
 opt = torch.optim.AdamW(params, lr=1e-3, betas=(0.9, 0.95))
 parts: dict[str, float] = {}
@@ -50,7 +48,7 @@ def one_step(i: int) -> None:
     seqs = [data[j] for j in pick]
     batch = timed("batch (read + build_blocks)", lambda: recipe.batch(seqs, opts, model, g))
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        loss, _ = timed("forward + losses", lambda: recipe.loss(model, batch, opts))
+        loss, _ = timed("forward + losses", lambda: loss_fn(model, batch, opts))
     opt.zero_grad(set_to_none=True)
     timed("backward", loss.backward)
     timed("clip + AdamW", lambda: (torch.nn.utils.clip_grad_norm_(params, 1.0), opt.step()))

@@ -102,6 +102,7 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
 LABELS = ("token", "greedy", "soft")
 """What the CE term learns: the written token, the target's argmax, or the target's distribution."""
 
+
 def block_loss(
     model: DFlashModel,
     batch: BlockBatch,
@@ -167,7 +168,7 @@ def block_loss(
         norm = weight.sum().clamp(min=1e-6)
         ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
         ce = (ce * weight).sum() / norm
-    metrics = {"ce": float(ce.detach())}
+    terms = {"ce": ce}  # tensors until the end, so torch.compile sees the whole loss as one graph
     loss = ce
     if cfg.markov_rank or cfg.confidence:
         outside = (1.0 - p_t_draft.sum(-1)).clamp(min=0.0)
@@ -175,19 +176,19 @@ def block_loss(
         l1 = (p_d - p_t_draft).abs().sum(-1) + outside
         l1_loss = (l1 * w_all).sum() / n_all
         loss = ce_weight * ce + (1.0 - ce_weight) * l1_loss
-        metrics["l1"] = float(l1_loss.detach())
+        terms["l1"] = l1_loss
         if cfg.confidence:
             accept = (1.0 - 0.5 * l1).detach().clamp(0.0, 1.0)
             conf = model.confidence_logit(states, prev_idx)
             bce = F.binary_cross_entropy_with_logits(conf.float(), accept, reduction="none")
             bce_loss = (bce * w_all).sum() / n_all
             loss = loss + bce_loss
-            metrics["bce"] = float(bce_loss.detach())
+            terms["bce"] = bce_loss
     if feature_weight:  # EAGLE's dense signal: regress the target's final-norm state at each slot
         feat = F.smooth_l1_loss(states.float(), final.float(), reduction="none").mean(-1)
         feat_loss = (feat * w_all).sum() / n_all
         loss = loss + feature_weight * feat_loss
-        metrics["feat"] = float(feat_loss.detach())
+        terms["feat"] = feat_loss
     with torch.no_grad():
         draft = logits.argmax(-1)
 
@@ -195,11 +196,26 @@ def block_loss(
             idx = draft_index(labels)
             return torch.where(labels == IGNORE, IGNORE, torch.where(idx == vd, -1, idx))
 
-        metrics.update(accepted_length(draft, scored(batch.labels), cfg.block_size, "tau_est"))
+        terms.update(accepted_runs(draft, scored(batch.labels), cfg.block_size, "tau_est"))
         if batch.greedy_labels is not None:
-            metrics.update(accepted_length(draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy"))
-    metrics["loss"] = float(loss.detach())
-    return loss, metrics
+            terms.update(accepted_runs(draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy"))
+    terms["loss"] = loss
+    return loss, {k: float(v.detach()) for k, v in terms.items()}
+
+
+def accepted_runs(
+    draft: torch.Tensor, labels: torch.Tensor, block_size: int, name: str
+) -> dict[str, torch.Tensor]:
+    """accepted_length as 0-dim tensors, without a data-dependent branch (compiles as one graph)."""
+    hit = draft == labels
+    blocks = hit.view(hit.shape[0], -1, block_size)
+    prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
+    live = (labels != IGNORE).view_as(blocks)[..., 0].float()
+    n = live.sum().clamp(min=1.0)  # no live block: 1 + 0 / 1 = 1.0
+    return {
+        key: 1.0 + (run.float() * live).sum() / n
+        for key, run in ((name, prefix.sum(-1)), (f"{name}_k3", prefix[..., :CAPPED_DRAFT].sum(-1)))
+    }
 
 
 def accepted_length(
@@ -212,11 +228,4 @@ def accepted_length(
     IGNORE where a slot has no label. Blocks whose first slot has no label are not counted.
     Returns `name` for the full block and `name`_k3 with drafts capped at CAPPED_DRAFT (the
     length a machine verifies)."""
-    hit = draft == labels
-    blocks = hit.view(hit.shape[0], -1, block_size)
-    prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
-    live = (labels != IGNORE).view_as(blocks)[..., 0]
-    out = {}
-    for key, run in ((name, prefix.sum(-1)), (f"{name}_k3", prefix[..., :CAPPED_DRAFT].sum(-1))):
-        out[key] = float(1.0 + run[live].float().mean()) if live.any() else 1.0
-    return out
+    return {k: float(v) for k, v in accepted_runs(draft, labels, block_size, name).items()}
