@@ -100,13 +100,14 @@ def _add_sampling_args(p: argparse.ArgumentParser, max_new: int) -> None:
 
 
 def _drafter_paths(values: list[str] | None) -> dict[str, str]:
-    """--drafter values -> {method: dir}; a bare DIR is stored under "*" (any method)."""
-    from draftsmith.drafters.registry import METHODS
+    """--drafter values -> {method: dir}; a bare DIR is stored under "*" (any method); METHOD:LABEL=DIR
+    names a variant (bench: the same method with another drafter)."""
+    from draftsmith.drafters.registry import METHODS, base_method
 
     paths: dict[str, str] = {}
     for v in values or []:
         method, sep, path = v.partition("=")
-        if not (sep and method in METHODS):
+        if not (sep and base_method(method)):
             if sep and not Path(v).exists():
                 raise DraftsmithError(
                     f"--drafter {v}: unknown method {method!r} (known: {', '.join(METHODS)})"
@@ -177,6 +178,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from draftsmith.drafters.registry import drafter_path
     from draftsmith.evaluation.bench import calibration_table, markdown_table, run_bench, validate_methods
     from draftsmith.evaluation.suites import load_suite
 
@@ -187,6 +189,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         items = load_suite(name, args.limit)
         prompts[items[0].suite if items else name] = items
     drafter_options = _drafter_options(args)  # bad --drafter values fail before the model loads
+    for m in methods:
+        if ":" in m:  # a variant names its own drafter
+            drafter_path(drafter_options.get("drafter") or {}, m)
     target = _load_target(args)
 
     def save(result, final: bool = True) -> str:

@@ -163,6 +163,7 @@ def test_drafter_paths_per_method():
 
     here = str(Path(__file__).parent)
     assert _drafter_paths([f"dflash={here}", f"dspark={here}"]) == {"dflash": here, "dspark": here}
+    assert _drafter_paths([f"dspark:new={here}"]) == {"dspark:new": here}
     assert _drafter_paths([here]) == {"*": here}
     assert _drafter_paths(None) == {}
 
@@ -198,3 +199,20 @@ def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path)
     )
     assert code == 0, err
     assert json.loads(out.strip().splitlines()[-1])["tau"] >= 1.0
+
+
+def test_bench_compares_two_drafters_of_one_method(capsys, tmp_path):
+    """A variant METHOD:LABEL runs METHOD with its own --drafter, interleaved with the rest."""
+    shipped = str(Path(__file__).parents[1] / "draftsmith" / "drafters" / "pretrained" / "smollm2-dspark")
+    out = tmp_path / "bench.json"
+    args = ["bench", "--methods", "plain,dspark,dspark:again", "--suite", "gsm", "--limit", "1"]
+    args += ["--repeats", "1", "--max-new-tokens", "8", "--out", str(out)]
+    code, _, err = run(capsys, *args)
+    assert code == 2 and "dspark:again=DIR" in err  # a variant without its own drafter
+    code, stdout, _ = run(capsys, *args, "--drafter", f"dspark:again={shipped}")
+    assert code == 0 and "dspark:again" in stdout
+    rows = {r["method"]: r for r in json.loads(out.read_text())["summaries"] if r["suite"] == "gsm"}
+    assert rows["dspark"]["identical"] == rows["dspark:again"]["identical"] == 1
+    assert rows["dspark"]["tau"] == rows["dspark:again"]["tau"]  # the same drafter, greedy
+    code, _, err = run(capsys, "bench", "--methods", "plain,dspark:", "--suite", "gsm")
+    assert code == 2 and "unknown method" in err

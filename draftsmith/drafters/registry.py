@@ -37,8 +37,22 @@ def build_drafter(method: str, target, **options) -> Drafter:
     return METHODS[method].build(target, **options)
 
 
+def base_method(name: str) -> str | None:
+    """The registered method of `name`: itself, or METHOD for a variant "METHOD:LABEL" (the same
+    method with another trained drafter, so two drafters of one method compare in one bench)."""
+    base, sep, label = name.partition(":")
+    if base not in METHODS or (sep and not label):
+        return None
+    return base
+
+
 def drafter_path(paths: dict[str, str], method: str) -> str | None:
     """The directory given for `method` in {method: dir, "*": dir for any method}; the hybrid method
-    drafts with a DSpark drafter, so a dspark directory serves it too."""
+    drafts with a DSpark drafter, so a dspark directory serves it too. A variant "METHOD:LABEL" has
+    only its own directory: falling back to METHOD's would bench the same drafter twice."""
+    if ":" in method:
+        if method not in paths:
+            raise DraftsmithError(f"{method} needs its own drafter: --drafter {method}=DIR")
+        return paths[method]
     fallback = paths.get("dspark") if method == "hybrid" else None
     return paths.get(method) or fallback or paths.get("*")

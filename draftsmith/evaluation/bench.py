@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm import tqdm
 
-from draftsmith.drafters.registry import METHODS, build_drafter, drafter_path
+from draftsmith.drafters.registry import METHODS, base_method, build_drafter, drafter_path
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -95,7 +95,7 @@ def machine_info(target: Target) -> dict:
 
 def validate_methods(methods: list[str]) -> list[str]:
     known = list(METHODS) + list(PEERS)
-    bad = [m for m in methods if m not in known]
+    bad = [m for m in methods if m not in known and not base_method(m)]
     if bad:
         raise DraftsmithError(f"unknown method(s) {', '.join(bad)}; choose from: {', '.join(known)}")
     if not methods:
@@ -129,11 +129,11 @@ def run_bench(
     drafter_options = drafter_options or {}
     runners: dict[str, Callable[[list[int], int], tuple[list[int], float, GenerationStats | None]]] = {}
     for name in methods:
-        if name in METHODS:
+        if base_method(name):  # a method, or a variant "METHOD:LABEL" with its own --drafter
             opts = dict(drafter_options)
-            if isinstance(opts.get("drafter"), dict):  # {method: dir, "*": dir for any method}
-                opts["drafter"] = drafter_path(opts["drafter"], name)
-            drafter = build_drafter(name, target, k=k, **opts)
+            if isinstance(opts.get("drafter"), dict) or ":" in name:  # {method: dir, "*": any method}
+                opts["drafter"] = drafter_path(opts.get("drafter") or {}, name)
+            drafter = build_drafter(base_method(name), target, k=k, **opts)
 
             def ours(ids, rep, drafter=drafter):
                 p = (
