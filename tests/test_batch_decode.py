@@ -301,6 +301,7 @@ def test_one_request_alone_drafts_as_generate_sizes_it():
     frozen.observe(1, 10.0)
     frozen.observe = lambda n, seconds: None
     decoder.draft_time = {oracle.name: frozen}
+    decoder.catchup_time = {oracle.name: frozen}  # steady and catch-up calls alike
     prompt = prompts(1)[0]
     ref = speculative_generate(target.runner, PlainDrafter(), prompt, StopRule(30)).tokens
     [(tokens, _, stats)] = batch_generate(decoder, [prompt], [oracle.fork()], StopRule(30))
@@ -398,6 +399,30 @@ def test_the_gate_prices_the_drafts_each_request_will_make_not_its_full_k():
     _, drafting_s, _, _, depth = decoder.drafting_estimate(runs)
     assert depth == 1
     assert drafting_s == pytest.approx(sum(k + 1 for k in sized), abs=0.5)  # not 2 x (6 + 1)
+
+
+def test_a_catch_up_drafting_call_is_priced_by_catch_ups_not_at_zero():
+    """A drafting call that first feeds a backlog (a request that did not draft last step) is timed
+    apart from steady drafting. A gate that rarely drafts sees only catch-ups: it must price its next
+    (catch-up) drafting step by them, not at 0 for want of a steady measurement (session 17, 8 users:
+    drafting steps ran 76 ms against a 55 ms forecast)."""
+    decoder, oracle, runs = _gate_at_two_slots()
+    for run in runs:
+        run.k = 2
+        run.drafted_last = False
+    decoder.draft_time, decoder.catchup_time = {}, {oracle.name: DraftTime()}
+    decoder.catchup_time[oracle.name].observe(6, 6.0)  # a catch-up call: 1 s per unit
+    sized = [decoder._sized(run, run.k) for run in runs]
+    _, drafting_s, *_ = decoder.drafting_estimate(runs)
+    assert drafting_s >= sum(k + 1 for k in sized) - 0.5  # the catch-up time, not 0
+    decoder.draft_time = {oracle.name: DraftTime()}
+    decoder.draft_time[oracle.name].observe(6, 0.06)  # steady drafting is 100x cheaper
+    _, still_catching_up, *_ = decoder.drafting_estimate(runs)
+    assert still_catching_up == pytest.approx(drafting_s)  # these requests did not draft last step
+    for run in runs:
+        run.drafted_last = True
+    _, steady_s, *_ = decoder.drafting_estimate(runs)
+    assert steady_s < drafting_s - sum(k + 1 for k in sized) + 0.5
 
 
 def test_a_long_refusal_explores_less_and_a_marginal_gain_does_not_draft():

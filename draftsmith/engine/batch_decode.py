@@ -178,6 +178,9 @@ class BatchDecoder:
         self.running: dict[int, Running] = {}
         self.histories: dict[str, AcceptanceHistory] = {}  # per method, pooled over its requests
         self.draft_time: dict[str, DraftTime] = {}  # per method: seconds per drafting call
+        # calls that first feed a backlog of states (a request that did not draft last step); a gate
+        # that rarely drafts sees only these, and pricing them as steady calls priced them at 0
+        self.catchup_time: dict[str, DraftTime] = {}
         self.kept: dict[str, float] = {}  # per method: drafts kept per drafting step (`Running.kept`)
         # measured forward time / the table's, running mean, for drafting and for plain steps apart
         # and per load (slots, to a power of two): the machine drifts as a whole, the table can be
@@ -430,12 +433,13 @@ class BatchDecoder:
         seconds = now(self.runner.device) - t0
         self._proposing_s += seconds
         units = sum(k + 1 for _, k in group)
-        timer = self.draft_time.setdefault(runs[0].drafter.name, DraftTime())
-        # a call that first feeds the states queued while the request did not draft (the prompt's,
-        # the plain steps') costs more than drafting does while it goes on: timing it would price
-        # drafting by its catch-up, and a gate that rarely drafts would only ever see catch-ups
-        if all(run.drafted_last for run in runs):
-            timer.observe(units, seconds)
+        # a call that first feeds the states queued while a request did not draft (the prompt's,
+        # the plain steps') costs more than drafting does while it goes on: it is timed apart, so
+        # steady drafting is not priced by its catch-up, nor a catch-up (what a gate that rarely
+        # drafts always pays) by steady drafting (session 17, 8 users: priced at 0, never observed)
+        steady = all(run.drafted_last for run in runs)
+        timers = self.draft_time if steady else self.catchup_time
+        timers.setdefault(runs[0].drafter.name, DraftTime()).observe(units, seconds)
         return {run.slot: draft for run, draft in zip(runs, drafts, strict=True)}
 
     def _explore_interval(self, b: int) -> int:
@@ -498,14 +502,21 @@ class BatchDecoder:
         calls: dict[object, list[Running]] = {}
         for run in drafting:
             calls.setdefault(group_key(run), []).append(run)
-        seconds = sum(
-            self.draft_time[group[0].drafter.name](sum(sized[run.slot] + 1 for run in group))
-            for group in calls.values()
-            if group[0].drafter.name in self.draft_time
-        )
+        seconds = sum(self._draft_seconds(group, sized) for group in calls.values())
         drafting_s = seconds + b * self._overhead(True, b) + self.cost(b, depth + 1) * self._scale(True, b)
         plain_s = b * self._overhead(False, b) + self.cost(b, 1) * self._scale(False, b)
         return expected, drafting_s * self._error(True, b), b, plain_s * self._error(False, b), depth
+
+    def _draft_seconds(self, group: list[Running], sized: dict[int, int]) -> float:
+        """Forecast time of one drafting call: a catch-up call's measured time if a request in it
+        did not draft last step, else a steady call's; the other kind's when one kind has no
+        measurement yet, 0 before any."""
+        name = group[0].drafter.name
+        steady = all(run.drafted_last for run in group)
+        kinds = (self.draft_time, self.catchup_time)
+        first, second = kinds if steady else kinds[::-1]
+        timer = first.get(name) if first.get(name) is not None and first[name].calls else second.get(name)
+        return timer(sum(sized[run.slot] + 1 for run in group)) if timer is not None else 0.0
 
     def _error(self, drafting: bool, b: int) -> float:
         """How much longer than forecast this decision's steps ran at this load (else the nearest
