@@ -120,15 +120,11 @@ def test_cache_round_trip_resume_and_target_check(tmp_path):
         build_cache(target, answers, tmp_path / "cache", LAYERS, shard_sequences=2, progress=False)
 
 
-@pytest.mark.parametrize("method", ["dflash", "dspark"])
-def test_training_resume_continues_exactly(tmp_path, method):
-    target = tiny_target()
-    answers = make_answers(tmp_path, n=8)
-    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
-    cfg = TrainConfig.from_flat(
+def _tiny_block_config(method: str, steps: int) -> TrainConfig:
+    """A DFlash/DSpark run small enough for the tiny target: evaluated and saved every 3 steps."""
+    return TrainConfig.from_flat(
         method=method,
-        steps=6,
+        steps=steps,
         batch=2,
         anchors=4,
         block_size=4,
@@ -139,6 +135,15 @@ def test_training_resume_continues_exactly(tmp_path, method):
         held_out=2,
         lr=3e-3,
     )
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_training_resume_continues_exactly(tmp_path, method):
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=8)
+    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = _tiny_block_config(method, steps=6)
     train(target, cache, cfg, tmp_path / "straight", progress=False)
     train(target, cache, cfg, tmp_path / "resumed", progress=False, stop_after=3)  # interrupted at step 3
     assert torch.load(tmp_path / "resumed" / "trainer_state.pt", weights_only=False)["step"] == 3
@@ -388,19 +393,7 @@ def test_a_compiled_loss_trains_like_the_eager_one(tmp_path):
     answers = make_answers(tmp_path, n=6)
     build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
     cache = TargetCache(tmp_path / "cache", target)
-    cfg = TrainConfig.from_flat(
-        method="dspark",
-        steps=3,
-        batch=2,
-        anchors=4,
-        block_size=4,
-        markov_rank=8,
-        draft_vocab=48,
-        eval_every=3,
-        save_every=3,
-        held_out=2,
-        lr=3e-3,
-    )
+    cfg = _tiny_block_config("dspark", steps=3)
     logs = {}
     for arm in ("eager", "compiled"):
         train(target, cache, cfg, tmp_path / arm, progress=False, compile_loss=arm == "compiled")

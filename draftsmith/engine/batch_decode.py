@@ -512,10 +512,10 @@ class BatchDecoder:
         did not draft last step, else a steady call's; the other kind's when one kind has no
         measurement yet, 0 before any."""
         name = group[0].drafter.name
-        steady = all(run.drafted_last for run in group)
-        kinds = (self.draft_time, self.catchup_time)
-        first, second = kinds if steady else kinds[::-1]
-        timer = first.get(name) if first.get(name) is not None and first[name].calls else second.get(name)
+        timers = [self.draft_time.get(name), self.catchup_time.get(name)]
+        if not all(run.drafted_last for run in group):
+            timers.reverse()
+        timer = next((t for t in timers if t is not None and t.calls), None)
         return timer(sum(sized[run.slot] + 1 for run in group)) if timer is not None else 0.0
 
     def _error(self, drafting: bool, b: int) -> float:
