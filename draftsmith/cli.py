@@ -37,7 +37,8 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--dtype",
         default="auto",
-        help="auto (fp32 on CPU, bf16 on GPU), float32, bfloat16 (faster on AVX512-BF16/AMX CPUs), float16",
+        help="auto (bf16 on GPUs, and on CPUs with native bf16 for Llama-family models, which then run "
+        "fixed-shape steps; else fp32), float32 (output identical to transformers), bfloat16, float16",
     )
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     g.add_argument(
@@ -58,6 +59,16 @@ def _fixed_rows(value: str) -> int | None:
         return check_fixed_rows(int(value))
     except (ValueError, DraftsmithError) as e:
         raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}") from e
+
+
+def _batched_dtype(args: argparse.Namespace) -> None:
+    """Batched decoding is exact only in fp32 on CPU (bf16 rounds by step shape, and a batched
+    step's shape follows the load), so there "auto" means float32 rather than the bf16 that
+    single-request decoding gets."""
+    from draftsmith.models.loading import resolve_device
+
+    if args.dtype == "auto" and resolve_device(args.device).type == "cpu":
+        args.dtype = "float32"
 
 
 def _load_target(args: argparse.Namespace):
@@ -449,6 +460,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return 0
     from draftsmith.engine.lean_llama import LeanLlamaRunner, auto_fixed_rows
 
+    if args.batch:  # the table `serve --max-batch N` reads, in the dtype it serves in
+        _batched_dtype(args)
     target = Target.load(args.target, dtype=args.dtype, device=args.device, calibrate=False, fixed_rows=0)
     if args.batch:
         if not isinstance(target.runner, LeanLlamaRunner):
@@ -557,6 +570,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise DraftsmithError(f"--draft-margin must be in [0, 10), got {args.draft_margin}")
     options = {m: _drafter_options(args, m) for m in methods}  # bad --drafter values fail before the load
     from draftsmith.serving.server import build_app, serve
+
+    if args.max_batch > 1:
+        _batched_dtype(args)
 
     target = _load_target(args)
     app = build_app(

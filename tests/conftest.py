@@ -67,7 +67,8 @@ def tiny_target(arch: str = "llama", seed: int = 0) -> Target:
 
 @pytest.fixture(scope="session")
 def smollm():
-    """The real default target (SmolLM2-135M-Instruct), loaded once for the whole run."""
+    """The real default target (SmolLM2-135M-Instruct) in fp32, the mode whose output equals
+    transformers' own forward, loaded once for the whole run (the CPU default may be bf16)."""
     from draftsmith.api import load_target
 
-    return load_target()
+    return load_target(dtype="float32")

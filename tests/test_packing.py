@@ -12,7 +12,7 @@ from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.drafter import DSparkDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
-from draftsmith.engine.packing import PackedLinear, pack_linears, pack_weight, packed_linear
+from draftsmith.engine.packing import PackedLinear, pack_linears, pack_weight, packable_dtypes, packed_linear
 
 needs_onednn = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN in this torch")
 
@@ -29,6 +29,20 @@ def test_a_packed_linear_computes_the_dense_one_for_any_rows():
         torch.testing.assert_close(net(x), dense(x), rtol=1e-5, atol=1e-5)
     w = torch.randn(64, 32)
     torch.testing.assert_close(packed_linear(torch.ones(2, 32), pack_weight(w)), torch.ones(2, 32) @ w.t())
+
+
+@needs_onednn
+def test_bf16_weights_are_packed_only_where_the_cpu_computes_bf16_natively():
+    torch.manual_seed(0)
+    w = torch.randn(64, 32).to(torch.bfloat16)
+    packed = pack_weight(w)
+    if torch.bfloat16 not in packable_dtypes():
+        assert packed is None
+        return
+    x = torch.randn(5, 32).to(torch.bfloat16)
+    y = packed_linear(x, packed)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), x.float() @ w.float().t(), rtol=2e-2, atol=5e-2)
 
 
 def test_packing_is_off_for_what_onednn_does_not_take_and_by_switch(monkeypatch):

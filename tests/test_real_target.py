@@ -138,6 +138,39 @@ def test_bf16_fixed_rows_make_dspark_reproduce_plain_decoding():
         assert spec.stats.accepted > 0 and len(spec.stats.drafted_at) <= target.runner.fixed_rows - 1
 
 
+def test_auto_dtype_on_cpu_is_bf16_only_where_native_and_exact(monkeypatch):
+    """bf16 by default only where the CPU has native bf16 that oneDNN packs, and for models the lean
+    runner runs (its fixed-shape steps keep bf16 speculation exact); fp32 otherwise."""
+    from transformers import GPT2Config, LlamaConfig
+
+    from draftsmith.engine import packing
+    from draftsmith.models import loading
+
+    llama, gpt2 = LlamaConfig(), GPT2Config()
+    monkeypatch.setattr(loading, "cpu_has_bf16", lambda: True)
+    monkeypatch.setattr(packing, "packable_dtypes", lambda: (torch.float32, torch.bfloat16))
+    assert loading.auto_cpu_dtype(llama) == torch.bfloat16
+    assert loading.auto_cpu_dtype(gpt2) == torch.float32  # the HF runner has no fixed-shape steps
+    monkeypatch.setenv("DRAFTSMITH_PACKED", "0")
+    assert loading.auto_cpu_dtype(llama) == torch.float32  # unpacked bf16 is slower than fp32
+    monkeypatch.delenv("DRAFTSMITH_PACKED")
+    monkeypatch.setattr(packing, "packable_dtypes", lambda: (torch.float32,))
+    assert loading.auto_cpu_dtype(llama) == torch.float32
+    monkeypatch.setattr(packing, "packable_dtypes", lambda: (torch.float32, torch.bfloat16))
+    monkeypatch.setattr(loading, "cpu_has_bf16", lambda: False)
+    assert loading.auto_cpu_dtype(llama) == torch.float32
+
+
+def test_the_default_target_loads_in_the_cpu_default_dtype():
+    from draftsmith.api import load_target
+    from draftsmith.models.loading import auto_cpu_dtype
+
+    target = load_target(device="cpu")
+    assert target.model.dtype == auto_cpu_dtype(target.model.config)
+    if target.model.dtype == torch.bfloat16:  # exact speculation needs the fixed-shape steps
+        assert target.runner.fixed_rows >= 2
+
+
 def test_fixed_rows_need_the_lean_runner():
     from conftest import IdTokenizer
 

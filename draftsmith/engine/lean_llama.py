@@ -31,7 +31,11 @@ STATIC_ROPE = {"default", "llama3", "linear", "yarn"}
 
 def supports(model: torch.nn.Module) -> bool:
     """True when this lean path reproduces the HF forward exactly for the model."""
-    cfg = model.config
+    return supports_config(model.config)
+
+
+def supports_config(cfg) -> bool:
+    """`supports` from a model's config alone (before its weights are loaded)."""
     if cfg.model_type not in SUPPORTED or getattr(cfg, "hidden_act", "silu") != "silu":
         return False
     if getattr(cfg, "use_sliding_window", False):

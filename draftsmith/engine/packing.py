@@ -23,16 +23,31 @@ def packing_enabled() -> bool:
     return os.environ.get("DRAFTSMITH_PACKED", "1") != "0"
 
 
+def packable_dtypes() -> tuple[torch.dtype, ...]:
+    """fp32 everywhere oneDNN runs; bf16 where the CPU computes it natively (AVX512-BF16 or AMX),
+    where oneDNN's bf16 kernels read the weight once for all rows as its fp32 ones do."""
+    if not torch.backends.mkldnn.is_available():
+        return ()
+    try:
+        bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        bf16 = False
+    return (torch.float32, torch.bfloat16) if bf16 else (torch.float32,)
+
+
 def pack_weight(w: torch.Tensor) -> torch.Tensor | None:
     """oneDNN's blocked copy of w [out, in] for `packed_linear` (the reorder torch's own CPU
     compiler applies to frozen weights), or None where oneDNN cannot take it (no oneDNN in this
     torch build, a device or dtype it does not pack) or its product disagrees with the dense one."""
-    if w.device.type != "cpu" or w.dtype != torch.float32 or not torch.backends.mkldnn.is_available():
+    if w.device.type != "cpu" or w.dtype not in packable_dtypes():
         return None
     try:
         packed = torch.ops.mkldnn._reorder_linear_weight(w)
-        probe = torch.randn(3, w.shape[1], generator=torch.Generator().manual_seed(0))
-        ok = torch.allclose(packed_linear(probe, packed), probe @ w.t(), rtol=1e-4, atol=1e-4)
+        probe = torch.randn(3, w.shape[1], generator=torch.Generator().manual_seed(0)).to(w.dtype)
+        exact = probe.double() @ w.double().t()
+        # each product within rounding of the dtype (bf16 keeps 8 mantissa bits) of the exact one
+        tol = (1e-4 if w.dtype == torch.float32 else 2e-2) * (probe.double().abs() @ w.double().abs().t())
+        ok = bool(((packed_linear(probe, packed).double() - exact).abs() <= tol + 1e-6).all())
     except (AttributeError, RuntimeError, TypeError, NotImplementedError):
         return None
     return packed if ok else None

@@ -67,12 +67,8 @@ def cpu_has_bf16() -> bool:
 
 
 def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
-    """auto: bf16 on GPUs, fp32 on CPUs.
-
-    bf16 is much faster on CPUs with native bf16 (`cpu_has_bf16`), but its rounding depends on the
-    step's shape, so a speculative run can drift from plain decoding after a few dozen tokens
-    (measured in docs/BENCHMARKS.md); fp32 keeps "identical to plain" exact, so it stays the default.
-    """
+    """auto: bf16 on GPUs, fp32 on CPUs until the model is known (`auto_cpu_dtype` may then pick
+    bf16)."""
     if dtype == "auto":
         return torch.bfloat16 if device.type == "cuda" else torch.float32
     table = {
@@ -86,6 +82,24 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     if dtype not in table:
         raise DraftsmithError(f"unknown dtype {dtype!r}; choose one of auto, {', '.join(table)}")
     return table[dtype]
+
+
+def auto_cpu_dtype(config) -> torch.dtype:
+    """The CPU default for a model with this config: bf16 where it is both faster and exact, fp32
+    elsewhere.
+
+    bf16 is faster where the CPU computes it natively (`cpu_has_bf16`) and oneDNN packs bf16
+    weights: each step reads half the bytes, and a step of up to ~6 rows costs about one
+    (docs/BENCHMARKS.md, session 18: a one-token step 12.5 ms against 19.5 in fp32 on a 2-core
+    Xeon). bf16 rounding depends on the step's shape, so it is exact (speculative output equal to
+    plain output) only with the lean runner's fixed-shape steps: other architectures stay fp32.
+    `--dtype float32` keeps output identical to transformers' fp32 forward.
+    """
+    from draftsmith.engine.lean_llama import supports_config
+    from draftsmith.engine.packing import packable_dtypes, packing_enabled
+
+    fast = cpu_has_bf16() and packing_enabled() and torch.bfloat16 in packable_dtypes()
+    return torch.bfloat16 if fast and supports_config(config) else torch.float32
 
 
 def _gguf_cache_dir(gguf: Path) -> Path:
@@ -121,12 +135,16 @@ def _load_gguf(gguf: Path, dtype: torch.dtype):
     return model.to(dtype), tok
 
 
-def load_model_and_tokenizer(source: str | None, dtype: str = "auto", device: str = "auto"):
-    """Load any HF causal LM: default target, local dir, .gguf file or hub id. Errors are explained."""
+def load_model_and_tokenizer(
+    source: str | None, dtype: str = "auto", device: str = "auto", cpu_bf16: bool = True
+):
+    """Load any HF causal LM: default target, local dir, .gguf file or hub id. Errors are explained.
+    cpu_bf16=False keeps "auto" at fp32 on CPU (a runner without fixed-shape steps)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    auto_cpu = dtype == "auto" and dev.type == "cpu" and cpu_bf16
     source = None if source is None else str(source)
     try:
         if source in DEFAULT_ALIASES:
@@ -146,12 +164,14 @@ def load_model_and_tokenizer(source: str | None, dtype: str = "auto", device: st
                     "or pass a .gguf file)"
                 )
             tok = AutoTokenizer.from_pretrained(path)
+            dt = _auto_from_config(path) if auto_cpu else dt
             model = AutoModelForCausalLM.from_pretrained(path, dtype=dt)
             name = str(path)
         elif source.startswith((".", "/", "~")) or source.count("/") > 1:
             raise DraftsmithError(f"model path not found: {source}")
         else:
             tok = AutoTokenizer.from_pretrained(source)
+            dt = _auto_from_config(source) if auto_cpu else dt
             model = AutoModelForCausalLM.from_pretrained(source, dtype=dt)
             name = source
     except DraftsmithError:
@@ -159,6 +179,15 @@ def load_model_and_tokenizer(source: str | None, dtype: str = "auto", device: st
     except Exception as e:  # transformers raises many types for a bad checkpoint
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise DraftsmithError(f"could not load model {source!r}: {first}") from e
+    if auto_cpu:  # GGUF weights arrive in fp32 whatever is asked; the architecture is known now
+        model = model.to(auto_cpu_dtype(model.config))
     model = model.to(dev).eval()
     model.requires_grad_(False)
     return model, tok, name
+
+
+def _auto_from_config(source) -> torch.dtype:
+    """`auto_cpu_dtype` from the config alone, so a big checkpoint is never loaded twice."""
+    from transformers import AutoConfig
+
+    return auto_cpu_dtype(AutoConfig.from_pretrained(source))

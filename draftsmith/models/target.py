@@ -49,7 +49,9 @@ class Target:
         calibrate: bool = True,
         fixed_rows: int | None = None,
     ) -> Target:
-        model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device)
+        # only the lean runner has the fixed-shape steps that keep bf16 exact on CPU
+        lean = backend != "hf"
+        model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device, cpu_bf16=lean)
         return cls(model, tok, name, backend, calibrate, fixed_rows)
 
     @property

@@ -6,7 +6,7 @@ import time
 from draftsmith.api import generate, load_target
 from draftsmith.serving.loadtest import load_prompts
 
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 prompts = load_prompts("mtbench,humaneval,gsm", 16)[:16]
 for method in ["plain", "dspark"]:
     tokens, seconds = 0, 0.0

@@ -16,7 +16,7 @@ from draftsmith.serving.loadtest import load_prompts, run_loadtest
 
 ROUNDS, N, TOKENS = 3, 16, 64
 out_path, servers = sys.argv[1], dict(arg.split("=", 1) for arg in sys.argv[2:])
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 prompts = load_prompts("mtbench,humaneval,gsm", N)[:N]  # what loadtest's level 1 sends
 # built once, as the server and `draftsmith generate` do; each prompt decodes with a fresh fork
 # (session 8's version built the drafter per prompt, so DSpark's generate timing included loading it)

@@ -12,7 +12,7 @@ from draftsmith.api import generate, load_target
 from draftsmith.serving.loadtest import load_prompts
 
 url = sys.argv[1]
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 prompts = load_prompts("mtbench,humaneval,gsm", 8)[:8]
 
 

@@ -17,7 +17,7 @@ from draftsmith.serving.loadtest import load_prompts
 
 REPEATS = 3
 QUEUED = drafter_base.MAX_QUEUED
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 stop = target.stop_rule(64, ())
 plain, dspark = build_drafter("plain", target), build_drafter("dspark", target)

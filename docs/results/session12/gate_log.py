@@ -16,7 +16,7 @@ from draftsmith.serving.loadtest import load_prompts
 
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 16
 tokens = int(sys.argv[2]) if len(sys.argv) > 2 else 128
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 dspark = build_drafter("dspark", target)
 prompts = [target.encode(p, chat=c) for p, c in load_prompts("mtbench,humaneval,gsm,alpaca", n)][:n]
 dec = BatchDecoder(target.runner, n, 640, "confidence", batch_cost.cached(target.runner))

@@ -18,7 +18,7 @@ from draftsmith.serving.loadtest import load_prompts
 REPEATS = 3
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 32
 mode = sys.argv[2] if len(sys.argv) > 2 else "k0"
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 stop = target.stop_rule(64, ())
 OTHER = "dspark k=0" if mode == "k0" else "dspark confidence"

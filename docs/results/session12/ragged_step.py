@@ -16,7 +16,7 @@ from draftsmith.engine.lean_llama import LeanLlamaRunner
 from draftsmith.serving.loadtest import load_prompts
 
 REPEATS, TOKENS = 3, 128
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 stop = target.stop_rule(TOKENS, ())
 packed_decoder = LeanLlamaRunner.decoder

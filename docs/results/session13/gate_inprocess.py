@@ -15,7 +15,7 @@ from draftsmith.serving.loadtest import load_prompts
 
 levels = [int(x) for x in (sys.argv[1] if len(sys.argv) > 1 else "1,4").split(",")]
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 drafters = {"plain": build_drafter("plain", target), "dspark": build_drafter("dspark", target)}
 arms = {"plain": ("plain", "fixed"), "dspark": ("dspark", "confidence"), "dspark-fixed": ("dspark", "fixed")}

@@ -18,7 +18,7 @@ from draftsmith.serving.loadtest import load_prompts
 ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 METHOD = sys.argv[2] if len(sys.argv) > 2 else "plain"
 N, TOKENS = 16, 64
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 texts = load_prompts("mtbench,humaneval,gsm", N)[:N]
 prompts = [target.encode(text, chat) for text, chat in texts]
 drafter = build_drafter(METHOD, target)

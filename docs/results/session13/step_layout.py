@@ -9,7 +9,7 @@ import torch
 
 from draftsmith.api import load_target
 
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 r = target.runner
 saved = dict(r.plan)
 with torch.inference_mode():

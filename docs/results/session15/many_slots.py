@@ -18,7 +18,7 @@ from draftsmith.serving.loadtest import load_prompts
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
 slots = int(sys.argv[2]) if len(sys.argv) > 2 else 32
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 texts = (load_prompts("mtbench,humaneval,gsm,alpaca", slots) * 2)[:slots]
 ids = [list(target.encode(t, c)) for t, c in texts]
 drafters = {m: build_drafter(m, target) for m in ("plain", "dspark")}

@@ -17,7 +17,7 @@ from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.serving.loadtest import load_prompts
 
 rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 texts = load_prompts("mtbench,humaneval,gsm", 16)[:16]
 ids = [target.encode(t, c) for t, c in texts]
 drafters = {m: build_drafter(m, target) for m in ("plain", "dspark")}

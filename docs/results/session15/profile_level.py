@@ -16,7 +16,7 @@ from draftsmith.engine.batch_decode import BatchDecoder
 from draftsmith.serving.loadtest import load_prompts
 
 users = int(sys.argv[1]) if len(sys.argv) > 1 else 4
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 pool = [target.encode(p, chat=c) for p, c in load_prompts("mtbench,humaneval,gsm,alpaca", 64)]
 stop = target.stop_rule(64, ())

@@ -16,7 +16,7 @@ from draftsmith.serving.loadtest import load_prompts
 
 out, n = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 12
 users = int(sys.argv[3]) if len(sys.argv) > 3 else 1
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 cost = batch_cost.cached(target.runner)
 drafter = build_drafter("dspark", target)
 dec = BatchDecoder(target.runner, 32, 640, "confidence", cost)

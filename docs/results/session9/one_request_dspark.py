@@ -14,7 +14,7 @@ from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.serving.loadtest import load_prompts
 
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 prompts = [target.encode(p, chat=c) for p, c in load_prompts("mtbench,humaneval,gsm", 16)][:12]
 stop = target.stop_rule(64, ())
 cost = batch_cost.cached(target.runner)

@@ -13,7 +13,7 @@ from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.serving.loadtest import load_prompts
 
 n = int(sys.argv[1])
-target = load_target()
+target = load_target(dtype="float32")  # the CPU default until session 18
 prompts = [target.encode(p, chat=c) for p, c in load_prompts("mtbench,humaneval,gsm,alpaca", 4)][: 2 * n]
 cost = batch_cost.cached(target.runner)
 print(
