@@ -418,20 +418,33 @@ class LeanLlamaRunner(ModelRunner):
         return cost
 
 
+AUTO_FIXED_ROWS = 4
+"""The fixed step shape for reduced precision on CPU: 4 rows, i.e. drafts of up to 3 tokens. Plain
+decoding pays the shape on every step, while drafts past the third are rarely accepted (DSpark's
+acc@4 is ~0.1). Measured on the 2-core Xeon (bf16 packed; session 18, docs/results/session18/
+measure/mode_ab.txt, 16 prompts x 2 rounds, 128 tokens): 4 rows made plain 1.20x and DSpark 1.56x
+fp32 plain, 6 rows 1.09x and 1.42x, 8 rows 1.04x and 1.35x. The calibrated table alone cannot
+pick it: a 4-row step read 1.01x and 1.11x a one-token step in two calibrations an hour apart."""
+
+FIXED_ROWS_MAX_COST = 1.25
+"""Where the table says a 4-row step costs more than this times a one-token step (bf16 without
+native support), the fixed shape falls back to 2 rows."""
+
+
 def auto_fixed_rows(runner: ModelRunner) -> int:
-    """The fixed step shape to use when none is asked for: reduced precision on CPU gets the widest
-    step (2-8 rows) costing at most 10% more than a one-token step (4 when uncalibrated, 2 when
-    none is that cheap); fp32 is already reproducible across step shapes here, and GPU kernels are
-    not yet verified, so 0. Only the lean runner has fixed shapes."""
+    """The fixed step shape to use when none is asked for: AUTO_FIXED_ROWS for reduced precision on
+    CPU (2 where the table prices that step above FIXED_ROWS_MAX_COST one-token steps); fp32 is
+    already reproducible across step shapes here, and GPU kernels are not yet verified, so 0. Only
+    the lean runner has fixed shapes."""
     if not isinstance(runner, LeanLlamaRunner) or runner.device.type != "cpu":
         return 0
     if runner.lm_head.w_t.dtype == torch.float32:
         return 0
     cost = runner.measured_cost
-    if not cost:
-        return 4
-    cheap = [n for n in range(2, 9) if n in cost and cost[n] <= 1.1 * cost[1]]
-    return max(cheap, default=2)
+    n = AUTO_FIXED_ROWS
+    if cost and n in cost and cost[n] > FIXED_ROWS_MAX_COST * cost[1]:
+        return 2
+    return n
 
 
 def busy_fraction(seconds: float = 0.3) -> float | None:
