@@ -3,9 +3,12 @@
 slow spell of the VM hits both alike. Prints per-round tok/s and the median ratio.
 
 Usage: python server_vs_generate.py OUT.json plain=http://127.0.0.1:8101 dspark=http://127.0.0.1:8103
-(servers started beforehand, see server_vs_generate.sh; the method name is what `generate` runs)."""
+(servers started beforehand, see server_vs_generate.sh; the method name is what `generate` runs).
+GEN_DTYPE=auto loads `generate`'s target in the default dtype (bf16 on CPUs with native bf16 since
+session 18, as `serve --max-batch 1` does); the default float32 is what `serve --max-batch N` runs."""
 
 import json
+import os
 import statistics
 import sys
 import time
@@ -16,7 +19,7 @@ from draftsmith.serving.loadtest import load_prompts, run_loadtest
 
 ROUNDS, N, TOKENS = 3, 16, 64
 out_path, servers = sys.argv[1], dict(arg.split("=", 1) for arg in sys.argv[2:])
-target = load_target(dtype="float32")  # the CPU default until session 18
+target = load_target(dtype=os.environ.get("GEN_DTYPE", "float32"))
 prompts = load_prompts("mtbench,humaneval,gsm", N)[:N]  # what loadtest's level 1 sends
 # built once, as the server and `draftsmith generate` do; each prompt decodes with a fresh fork
 # (session 8's version built the drafter per prompt, so DSpark's generate timing included loading it)
