@@ -340,3 +340,31 @@ def test_vectorised_block_layout_equals_the_one_anchor_at_a_time_layout():
     want = _blocks_by_loop(ids, mask, anchors, 4, MASK_ID)
     for name, w in zip(("block_ids", "block_pos", "labels", "prev_ids", "mask"), want, strict=True):
         assert torch.equal(getattr(got, name), w), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_decoding_reads_rotary_angles_from_a_table_equal_to_the_computed_ones(dtype) -> None:
+    """Decoding looks the rotary cos/sin up in a table; training computes them: the same values, so
+    a drafter drafts with exactly the rotation it was trained with, at any position."""
+    from draftsmith.drafters.dflash.model import rotate
+
+    x = torch.randn(2, 3, 40, 16).to(dtype)
+    pos = torch.randint(0, 5000, (2, 1, 40))
+    with torch.no_grad():
+        looked_up = rotate(x, pos, 10000.0)
+    computed = rotate(x, pos, 10000.0)  # grad mode: the formula
+    assert torch.equal(looked_up, computed)
+
+
+def test_one_request_drafts_alike_with_and_without_the_padding_mask() -> None:
+    """A single request (or contexts of one length) attends without a mask: all-True, the same
+    drafts as the masked pass it replaces."""
+    target = tiny_target()
+    model = make_drafter(target, dspark=True)
+    ids = torch.randint(1, VOCAB, (1, 4))
+    pos = torch.arange(10, 14)[None]
+    ctx = [(torch.randn(1, 2, 10, 16), torch.randn(1, 2, 10, 16)) for _ in model.layers]
+    with torch.no_grad():
+        free = model.backbone(ids, pos, ctx, None)
+        masked = model.backbone(ids, pos, ctx, torch.ones(1, 4, 14, dtype=torch.bool))
+    assert torch.allclose(free, masked, atol=1e-6)

@@ -2,7 +2,8 @@
 prompts of each bench suite with the shipped DSpark and split the round into the drafter's context
 feed (flush), the block pass, the Markov walk and the rest of `propose`, the verify forward and the
 engine's own work; then a cProfile of the same runs by function (cumulative, top 30).
-Usage: python docs/results/session19/round_cost.py [prompts per suite] [max_new_tokens]"""
+With a third argument "quick" it skips the profile (for A/B runs of two code versions).
+Usage: python docs/results/session19/round_cost.py [prompts per suite] [max_new_tokens] [quick]"""
 
 import cProfile
 import pstats
@@ -71,6 +72,8 @@ print(
     f"walk and rest {1e3 * draft_s / rounds - sum(ms.values()):.2f}) + verify {1e3 * verify_s / rounds:.2f} "
     f"+ engine {1e3 * (total - draft_s - verify_s) / rounds:.2f}"
 )
+if sys.argv[3:4] == ["quick"]:
+    sys.exit(0)
 prof = cProfile.Profile()
 prof.enable()
 decode_all()

@@ -209,9 +209,11 @@ class DFlashDrafter(Drafter):
         ids[:, 0] = last
         pos = torch.tensor(anchors, device=dev)[:, None] + torch.arange(b, device=dev)[None]
         span = max(anchors)
-        mask = torch.ones(n, b, span + b, dtype=torch.bool, device=dev)
-        for i, a in enumerate(anchors):
-            mask[i, :, a:span] = False  # padding after a shorter context
+        mask = None  # one request, or contexts of one length: every slot sees all of [context; block]
+        if min(anchors) < span:
+            mask = torch.ones(n, b, span + b, dtype=torch.bool, device=dev)
+            for i, a in enumerate(anchors):
+                mask[i, :, a:span] = False  # padding after a shorter context
         anchor_ctx = None
         if cfg.anchor_context:
             anchor_ctx = torch.cat([d.last_ctx for d in drafters]).expand(n, b, -1)
@@ -226,9 +228,10 @@ class DFlashDrafter(Drafter):
             d.confidences, d.confidence_logits = [], []
         prev = m.prev_index(last)
         for s in range(depth):
-            logits = base[:, s] + m.markov_bias(prev).float() if cfg.markov_rank else base[:, s]
+            rows = m.markov_in(prev) if cfg.markov_rank else None  # looked up once for both heads
+            logits = base[:, s] + m.markov_bias(prev, rows).float() if cfg.markov_rank else base[:, s]
             if cfg.confidence:
-                conf = m.confidence_logit(states[:, s], prev).float().tolist()
+                conf = m.confidence_logit(states[:, s], prev, rows).float().tolist()
             picks = logits.argmax(-1)  # sampled rows overwrite theirs
             for i, d in enumerate(drafters):
                 live[i] = live[i] and s < ks[i]

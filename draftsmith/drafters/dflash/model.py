@@ -20,13 +20,36 @@ from torch import nn
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.engine.packing import read_head
 
+_ROPE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (d, theta, device, dtype) -> cos, sin
+
+
+def rope_table(d: int, theta: float, n: int, device: torch.device, dtype: torch.dtype):
+    """cos and sin [>= n, d] of the rotary angles at positions 0.. (computed once per shape and grown
+    by doubling): a round re-derived them for every rotation, ~15 small ops each on the decode path."""
+    key = (d, float(theta), str(device), dtype)
+    table = _ROPE.get(key)
+    if table is None or table[0].shape[0] < n:
+        size = max(n, 2 * table[0].shape[0] if table is not None else 1024)
+        inv = 1.0 / theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
+        ang = torch.arange(size, device=device, dtype=torch.float32)[:, None] * inv
+        ang = torch.cat([ang, ang], -1)
+        table = _ROPE[key] = (ang.cos().to(dtype), ang.sin().to(dtype))
+    return table
+
 
 def rotate(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
-    """Rotary embedding of x [..., n, d] at integer positions pos [..., n] (broadcast over heads)."""
+    """Rotary embedding of x [..., n, d] at integer positions pos [..., n] (broadcast over heads).
+    Decoding reads the angles from a table; training computes them (the same values), which keeps
+    the compiled loss one graph (a table lookup sized by the data would break it)."""
     d = x.shape[-1]
-    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-    ang = pos.to(torch.float32)[..., None] * inv
-    cos, sin = torch.cat([ang, ang], -1).cos().to(x.dtype), torch.cat([ang, ang], -1).sin().to(x.dtype)
+    if torch.is_grad_enabled() or torch.compiler.is_compiling():
+        inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
+        ang = pos.to(torch.float32)[..., None] * inv
+        ang = torch.cat([ang, ang], -1)
+        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    else:
+        cos, sin = rope_table(d, theta, int(pos.max()) + 1 if pos.numel() else 1, x.device, x.dtype)
+        cos, sin = cos[pos], sin[pos]
     x1, x2 = x.chunk(2, dim=-1)
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
@@ -64,9 +87,15 @@ class DraftLayer(nn.Module):
         return k, self._heads(self.v(ctx), self.cfg.num_kv_heads)
 
     def forward(
-        self, x: torch.Tensor, pos: torch.Tensor, ctx_k: torch.Tensor, ctx_v: torch.Tensor, mask: torch.Tensor
+        self,
+        x: torch.Tensor,
+        pos: torch.Tensor,
+        ctx_k: torch.Tensor,
+        ctx_v: torch.Tensor,
+        mask: torch.Tensor | None,
     ) -> torch.Tensor:
-        """x [b, q, H] block states at positions pos [b, q]; mask [b, q, T + q] (True = may attend)."""
+        """x [b, q, H] block states at positions pos [b, q]; mask [b, q, T + q] (True = may attend;
+        None: everything)."""
         cfg = self.cfg
         h = self.ln1(x)
         q = self._heads(self.q(h), cfg.num_heads)
@@ -77,7 +106,7 @@ class DraftLayer(nn.Module):
             q,
             torch.cat([ctx_k, k], 2),
             torch.cat([ctx_v, v], 2),
-            attn_mask=mask[:, None],
+            attn_mask=None if mask is None else mask[:, None],
             enable_gqa=cfg.num_heads != cfg.num_kv_heads,
         )
         b, _, n, _ = att.shape
@@ -130,7 +159,7 @@ class DFlashModel(nn.Module):
         block_ids: torch.Tensor,
         pos: torch.Tensor,
         ctx_kv: list[tuple[torch.Tensor, torch.Tensor]],
-        mask: torch.Tensor,
+        mask: torch.Tensor | None,
         anchor_ctx: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Final-normed block states [b, q, H] for block tokens block_ids [b, q].
@@ -158,13 +187,17 @@ class DFlashModel(nn.Module):
         """Markov rows of tokens chosen as draft indices (the next slot's previous token)."""
         return self.d2t[idx] if self.cfg.markov_vocab == "target" else idx
 
-    def markov_bias(self, prev_idx: torch.Tensor) -> torch.Tensor:
-        """Low-rank previous-token bias [..., Vd] for draft indices prev_idx [...]."""
-        return self.markov_out(self.markov_in(prev_idx))
+    def markov_bias(self, prev_idx: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Low-rank previous-token bias [..., Vd] for draft indices prev_idx [...] (or their Markov
+        rows, when the caller already looked them up)."""
+        return self.markov_out(self.markov_in(prev_idx) if rows is None else rows)
 
-    def confidence_logit(self, states: torch.Tensor, prev_idx: torch.Tensor) -> torch.Tensor:
-        feats = states if not self.cfg.markov_rank else torch.cat([states, self.markov_in(prev_idx)], -1)
-        return self.conf(feats).squeeze(-1)
+    def confidence_logit(
+        self, states: torch.Tensor, prev_idx: torch.Tensor, rows: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if self.cfg.markov_rank:
+            states = torch.cat([states, self.markov_in(prev_idx) if rows is None else rows], -1)
+        return self.conf(states).squeeze(-1)
 
     def position_weights(self, device: torch.device | None = None) -> torch.Tensor:
         k = torch.arange(self.cfg.block_size, device=device, dtype=torch.float32)
