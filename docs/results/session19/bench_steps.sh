@@ -5,6 +5,6 @@
 # Usage: [S=/tmp/ds/steps4000] docs/results/session19/bench_steps.sh OUT_DIR   (nothing else running)
 set -u
 cd "$(git rev-parse --show-toplevel)"
-S=${S:-/tmp/ds/steps4000}
+S=${S:-data/smollm2/steps4000}
 METHODS=plain,ngram,dspark,dspark:4k BENCH_ARGS="--drafter dspark:4k=$S/dspark" \
   docs/results/bench-session8/run.sh "${1:?usage: bench_steps.sh OUT_DIR}"
