@@ -4,10 +4,9 @@ training prompts and on bench prompts, in fp32 and in the bf16 default: tau and 
 position for each. Same prompts, same drafter; only the prompt source and the target dtype change.
 Usage: python docs/results/session19/tau_gap.py [prompts per source] [max_new_tokens] [method]"""
 
-import gzip
-import json
 import sys
-from pathlib import Path
+
+from held_out import held_out_rows
 
 from draftsmith.api import load_target
 from draftsmith.drafters.registry import build_drafter
@@ -18,13 +17,7 @@ from draftsmith.evaluation.suites import load_suite
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 16
 new = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 method = sys.argv[3] if len(sys.argv) > 3 else "dspark"
-rows = [json.loads(line) for line in gzip.open(Path("data/smollm2/answers-held-out-t0.jsonl.gz"), "rt")]
-by_cat: dict[str, list[dict]] = {}
-for r in rows:
-    if r["new_tokens"] >= new:
-        by_cat.setdefault(r["category"], []).append(r)
-cats = sorted(by_cat)
-held = [by_cat[c][i // len(cats)] for i, c in zip(range(n), cats * n, strict=False)]
+held = held_out_rows(n, new)
 bench = [p for suite in ("humaneval", "gsm", "mtbench", "alpaca") for p in load_suite(suite, max(n // 4, 1))]
 print(f"{method}, 3 drafts a round, {new} tokens; held-out categories: {[r['category'] for r in held]}")
 print("| target dtype | prompts | tau | acc@1 | acc@2 | acc@3 | tokens |")

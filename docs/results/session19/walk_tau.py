@@ -7,12 +7,11 @@ anchors) and the walk (start at the answer's first token, jump by accepted + 1: 
 decoding with 3 drafts a round does). The walk is then checked against real speculative decoding.
 Usage: python docs/results/session19/walk_tau.py [prompts] [max_new_tokens] [method] [dtype]"""
 
-import gzip
-import json
 import statistics
 import sys
 
 import torch
+from held_out import held_out_rows
 
 from draftsmith.api import load_target
 from draftsmith.drafters.registry import build_drafter
@@ -24,13 +23,7 @@ new = int(sys.argv[2]) if len(sys.argv) > 2 else 128
 method = sys.argv[3] if len(sys.argv) > 3 else "dspark"
 dtype = sys.argv[4] if len(sys.argv) > 4 else "float32"
 K = 3
-rows = [json.loads(line) for line in gzip.open("data/smollm2/answers-held-out-t0.jsonl.gz", "rt")]
-by_cat: dict[str, list[dict]] = {}
-for r in rows:
-    if r["new_tokens"] >= new:
-        by_cat.setdefault(r["category"], []).append(r)
-cats = sorted(by_cat)
-held = [by_cat[c][i // len(cats)] for i, c in zip(range(n), cats * n, strict=False)]
+held = held_out_rows(n, new)
 target = load_target(dtype=dtype, fixed_rows=0)  # one target pass over the whole sequence
 drafter = build_drafter(method, target)
 plain = build_drafter("plain", target)

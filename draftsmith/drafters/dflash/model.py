@@ -23,6 +23,14 @@ from draftsmith.engine.packing import read_head
 _ROPE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (d, theta, device, dtype) -> cos, sin
 
 
+def _cos_sin(pos: torch.Tensor, d: int, theta: float, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """cos and sin [..., d] of the rotary angles at integer positions pos [...]."""
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, device=pos.device, dtype=torch.float32) / d)
+    ang = pos.to(torch.float32)[..., None] * inv
+    ang = torch.cat([ang, ang], -1)
+    return ang.cos().to(dtype), ang.sin().to(dtype)
+
+
 def rope_table(d: int, theta: float, n: int, device: torch.device, dtype: torch.dtype):
     """cos and sin [>= n, d] of the rotary angles at positions 0.. (computed once per shape and grown
     by doubling): a round re-derived them for every rotation, ~15 small ops each on the decode path."""
@@ -30,10 +38,7 @@ def rope_table(d: int, theta: float, n: int, device: torch.device, dtype: torch.
     table = _ROPE.get(key)
     if table is None or table[0].shape[0] < n:
         size = max(n, 2 * table[0].shape[0] if table is not None else 1024)
-        inv = 1.0 / theta ** (torch.arange(0, d, 2, device=device, dtype=torch.float32) / d)
-        ang = torch.arange(size, device=device, dtype=torch.float32)[:, None] * inv
-        ang = torch.cat([ang, ang], -1)
-        table = _ROPE[key] = (ang.cos().to(dtype), ang.sin().to(dtype))
+        table = _ROPE[key] = _cos_sin(torch.arange(size, device=device), d, theta, dtype)
     return table
 
 
@@ -43,10 +48,7 @@ def rotate(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
     the compiled loss one graph (a table lookup sized by the data would break it)."""
     d = x.shape[-1]
     if torch.is_grad_enabled() or torch.compiler.is_compiling():
-        inv = 1.0 / theta ** (torch.arange(0, d, 2, device=x.device, dtype=torch.float32) / d)
-        ang = pos.to(torch.float32)[..., None] * inv
-        ang = torch.cat([ang, ang], -1)
-        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        cos, sin = _cos_sin(pos, d, theta, x.dtype)
     else:
         cos, sin = rope_table(d, theta, int(pos.max()) + 1 if pos.numel() else 1, x.device, x.dtype)
         cos, sin = cos[pos], sin[pos]
