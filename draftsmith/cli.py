@@ -272,7 +272,14 @@ def cmd_data(args: argparse.Namespace) -> int:
     if args.action == "prompts":
         from draftsmith.training.prompts import main_prompts
 
-        stats = main_prompts(args.n, args.out, seed=args.seed or 0, user_jsonl=args.user_jsonl, mix=args.mix)
+        stats = main_prompts(
+            args.n,
+            args.out,
+            seed=args.seed or 0,
+            user_jsonl=args.user_jsonl,
+            mix=args.mix,
+            code_templates=args.code_templates,
+        )
         print(json.dumps(stats, indent=1))
         return 0
 
@@ -664,6 +671,12 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         "--mix",
         default=None,
         help="prompts: category weights, e.g. code=0.4,chat=0.3,math=0.25,instruction=0.05",
+    )
+    p.add_argument(
+        "--code-templates",
+        default=None,
+        help="prompts: code request shapes, default implement,explain,review,tests; 'complete' adds "
+        "function completion (humaneval's shape, built from CodeI/O tasks)",
     )
     p.add_argument("--prompts", default=None, help="regenerate: prompts JSONL (e.g. DIR/train.jsonl)")
     p.add_argument("--engine", choices=["local", "openai"], default="local")

@@ -240,3 +240,34 @@ def test_human_written_pairs_skip_held_out_prompts_and_keep_the_mix(tmp_path):
     assert all(r["answer"] and "finish_reason" not in r for r in rows)  # complete answers: EOS learned
     with pytest.raises(DraftsmithError, match="exists"):
         human_pairs(4, tmp_path / "out.jsonl")
+
+
+def test_completion_stub_keeps_helpers_and_ends_at_the_docstring():
+    code = (
+        "# import necessary packages\nimport math\n\n# all class and function definitions in the code file, "
+        "if any\ndef helper(x):\n    return x + 1\n\n# main function\n"
+        "def main_solution(a,\n                  b):\n"
+        "    return helper(a) * b\n"
+    )
+    spec = "Input:\n  `a` (int)\n\nOutput:\n  `return` (int)"
+    stub = tp.completion_stub(code, "Multiply a plus one by b.", spec)
+    assert stub.startswith("import math\n\ndef helper(x):\n    return x + 1\n\n\ndef main_solution(a,\n")
+    assert "necessary packages" not in stub and "main function" not in stub and "definitions" not in stub
+    assert stub.endswith('    """Multiply a plus one by b.\n\n    Input:\n      `a` (int)\n\n    Output:\n'
+                         '      `return` (int)\n    """\n')
+    assert "return helper(a) * b" not in stub  # the body is what the target completes
+    assert tp.completion_stub("def other():\n    pass\n", "t", "s") is None
+
+
+def test_complete_template_is_opt_in_and_shaped_like_humaneval():
+    default = build_prompt_set(30, mix={"code": 1}, held_out_frac=0.0)
+    assert default.params["code_templates"] == list(tp.DEFAULT_CODE_TEMPLATES)
+    assert not any(r["id"].endswith("/complete") for r in default.train)
+    ps = build_prompt_set(30, mix={"code": 1}, held_out_frac=0.0, code_templates=["complete"])
+    assert ps.params["code_templates"] == ["complete"] and len(ps.train) == 30
+    for r in ps.train:
+        assert r["id"].endswith("/complete")
+        assert r["prompt"].startswith("Complete the following Python function:\n\n```python\n")
+        assert "def main_solution(" in r["prompt"] and r["prompt"].endswith('"""\n```')
+    with pytest.raises(DraftsmithError, match="Unknown code template"):
+        build_prompt_set(10, code_templates=["nope"])

@@ -33,6 +33,7 @@ import math
 import os
 import random
 import re
+import textwrap
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -91,8 +92,14 @@ CODE_TEMPLATES: dict[str, str] = {
         "then suggest improvements.\n\n```python\n{code}\n```"
     ),
     "tests": "Write pytest unit tests for the `main_solution` function below.\n\n```python\n{code}\n```",
+    "complete": "Complete the following Python function:\n\n```python\n{stub}```",
 }
 """Ways to turn one CodeI/O task into a natural coding request."""
+
+DEFAULT_CODE_TEMPLATES: tuple[str, ...] = ("implement", "explain", "review", "tests")
+"""The templates of the committed prompt set; ``complete`` (function completion, the request shape of
+the humaneval suite, built from CodeI/O tasks, never from HumanEval) is opt-in so that the default
+prompt set stays reproducible."""
 
 _RG_CHUNK = 256
 """Procedural datasets are generated in chunks of this size, each with its own seed, until enough."""
@@ -257,14 +264,39 @@ def _codeio_tasks() -> tuple[dict[str, str], ...]:
     )
 
 
-def _code_candidates(seed: int) -> Iterator[_Candidate]:
+def completion_stub(code: str, task: str, spec: str) -> str | None:
+    """A function-completion prompt body from a CodeI/O task: the code up to ``def main_solution(...):``
+    (imports and helpers, without the dataset's boilerplate comments) and a docstring made of the task and
+    its I/O spec. ``None`` when the code has no top-level ``main_solution``."""
+    lines = code.splitlines()
+    at = next((i for i, ln in enumerate(lines) if re.match(r"def main_solution\s*\(", ln)), None)
+    if at is None:
+        return None
+    end = at
+    while not lines[end].rstrip().endswith(":"):  # a signature over several lines
+        end += 1
+        if end >= len(lines):
+            return None
+    boiler = re.compile(
+        r"#\s*(import necessary packages|main function|all class and function definitions.*)$", re.IGNORECASE
+    )
+    head = [ln for ln in lines[:at] if not boiler.match(ln.strip())]
+    while head and not head[-1].strip():
+        head.pop()
+    doc = [*textwrap.wrap(task.strip(), 84), "", *spec.strip().splitlines()]
+    body = ['    """' + doc[0], *[("    " + d).rstrip() for d in doc[1:]], '    """']
+    parts = ["\n".join(head), "", ""] if head else []
+    return "\n".join([*parts, *lines[at : end + 1], *body]) + "\n"
+
+
+def _code_candidates(seed: int, names: Iterable[str] = DEFAULT_CODE_TEMPLATES) -> Iterator[_Candidate]:
     """Each task once with a random template, then each task again with its next template, and so on.
 
     Covering every task before reusing one keeps small sets varied.
     """
     tasks = _codeio_tasks()
     rng = random.Random(_sub_seed(seed, "code"))
-    names = list(CODE_TEMPLATES)
+    names = list(names)
     orders = []
     for _ in tasks:
         order = names[:]
@@ -275,8 +307,13 @@ def _code_candidates(seed: int) -> Iterator[_Candidate]:
         rng.shuffle(idx)
         for i in idx:
             t, name = tasks[i], orders[i][round_]
+            stub = None
+            if name == "complete":
+                stub = completion_stub(t["code_sample"], t["task_description"], t["input_output_spec"])
+            if name == "complete" and stub is None:
+                continue
             text = CODE_TEMPLATES[name].format(
-                task=t["task_description"], spec=t["input_output_spec"], code=t["code_sample"]
+                task=t["task_description"], spec=t["input_output_spec"], code=t["code_sample"], stub=stub
             )
             yield _Candidate("codeio-hq", f"codeio-hq/{i}/{name}", text)
 
@@ -491,6 +528,7 @@ def build_prompt_set(
     held_out_frac: float = 0.05,
     user_jsonl: str | None = None,
     eval_gsm_limit: int = 50,
+    code_templates: Iterable[str] = DEFAULT_CODE_TEMPLATES,
 ) -> PromptSet:
     """Build ``n_total`` deduplicated training prompts in the requested mix, split into train and held-out.
 
@@ -498,9 +536,15 @@ def build_prompt_set(
     over the categories whose source is installed, and a category that runs dry hands its remaining share
     to the others, so ``stats["realised_mix"]`` can differ from the request. ``eval_gsm_limit`` is the gsm
     suite size whose templates are held out (the benchmark default is 50). The result depends only on the
-    arguments and the installed package versions.
+    arguments and the installed package versions. ``code_templates`` names the ``CODE_TEMPLATES`` used.
     """
     _check_params(n_total, seed, held_out_frac, eval_gsm_limit)
+    code_templates = tuple(code_templates)
+    unknown = [t for t in code_templates if t not in CODE_TEMPLATES]
+    if unknown or not code_templates:
+        raise DraftsmithError(
+            f"Unknown code template(s) {unknown or '(none given)'}: choose from {', '.join(CODE_TEMPLATES)}."
+        )
     requested = _check_mix(mix)
     if user_jsonl is not None and not Path(user_jsonl).is_file():
         raise DraftsmithError(f"User prompt file not found: {user_jsonl}")
@@ -546,8 +590,8 @@ def build_prompt_set(
             if cat == "math":
                 iterators[cat] = _math_candidates(seed, eval_index.gsm_templates, gen_counters)
             elif cat == "code":
-                pool_sizes["code"] = len(_codeio_tasks()) * len(CODE_TEMPLATES)
-                iterators[cat] = _code_candidates(seed)
+                pool_sizes["code"] = len(_codeio_tasks()) * len(code_templates)
+                iterators[cat] = _code_candidates(seed, code_templates)
             else:
                 chat, instruction = _sharegpt_pools()
                 pool = chat if cat == "chat" else instruction
@@ -604,7 +648,7 @@ def build_prompt_set(
         "user_jsonl": str(user_jsonl) if user_jsonl is not None else None,
         "eval_gsm_limit": eval_gsm_limit,
         "math_sources": dict(MATH_SOURCES),
-        "code_templates": list(CODE_TEMPLATES),
+        "code_templates": list(code_templates),
         "min_prompt_chars": MIN_PROMPT_CHARS,
         "max_prompt_chars": MAX_PROMPT_CHARS,
         "versions": _versions(),
@@ -697,9 +741,16 @@ def parse_mix(text: str | None) -> dict[str, float] | None:
 
 
 def main_prompts(
-    n: int, out: str, seed: int = 0, user_jsonl: str | None = None, mix: str | None = None
+    n: int,
+    out: str,
+    seed: int = 0,
+    user_jsonl: str | None = None,
+    mix: str | None = None,
+    code_templates: str | None = None,
 ) -> dict[str, Any]:
     """``draftsmith data prompts``: build ``n`` prompts in the mix, write them to ``out``, return stats."""
-    ps = build_prompt_set(n, mix=parse_mix(mix), seed=seed, user_jsonl=user_jsonl)
+    names = [t.strip() for t in code_templates.split(",") if t.strip()] if code_templates else []
+    templates = names or DEFAULT_CODE_TEMPLATES
+    ps = build_prompt_set(n, mix=parse_mix(mix), seed=seed, user_jsonl=user_jsonl, code_templates=templates)
     write_prompt_set(ps, out)
     return ps.stats
