@@ -502,7 +502,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_sts(args: argparse.Namespace) -> int:
-    """Fit STS temperatures: decode held-out prompts, fit on even ones, report ECE on odd ones,
+    """Fit STS temperatures (and biases): decode held-out prompts, fit on even ones, report ECE on odd ones,
     then store the fit on all of them with the drafter (its confidences use them from then on)."""
     from draftsmith.evaluation.sts import held_out_prompts, run_sts
 
@@ -515,13 +515,14 @@ def cmd_sts(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=1))
     else:
         print(
-            "| position | rounds | prefix accepted | T | mean survival before -> after "
+            "| position | rounds | prefix accepted | T | b | mean survival before -> after "
             "| ECE before -> after |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for r in report["held_out"]:
             print(
                 f"| {r['position']} | {r['rounds']} | {r['prefix_accept_rate']:.3f} | {r['temperature']} | "
+                f"{r['bias']} | "
                 f"{r['mean_survival_before']:.3f} -> {r['mean_survival_after']:.3f} | "
                 f"{r['ece_before']:.3f} -> {r['ece_after']:.3f} |"
             )
@@ -807,6 +808,11 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=48, help="prompts decoded (half fit, half report)")
     p.add_argument("--max-new-tokens", type=int, default=128)
     p.add_argument("--out", default=None, help="where to write sts.json (default: the drafter's directory)")
+    p.add_argument(
+        "--no-bias",
+        action="store_true",
+        help="fit temperatures only (the paper's STS); by default a logit bias per position is fitted too",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     _add_target_args(p)
     _add_method_args(p)

@@ -253,8 +253,10 @@ def test_completion_stub_keeps_helpers_and_ends_at_the_docstring():
     stub = tp.completion_stub(code, "Multiply a plus one by b.", spec)
     assert stub.startswith("import math\n\ndef helper(x):\n    return x + 1\n\n\ndef main_solution(a,\n")
     assert "necessary packages" not in stub and "main function" not in stub and "definitions" not in stub
-    assert stub.endswith('    """Multiply a plus one by b.\n\n    Input:\n      `a` (int)\n\n    Output:\n'
-                         '      `return` (int)\n    """\n')
+    assert stub.endswith(
+        '    """Multiply a plus one by b.\n\n    Input:\n      `a` (int)\n\n    Output:\n'
+        '      `return` (int)\n    """\n'
+    )
     assert "return helper(a) * b" not in stub  # the body is what the target completes
     assert tp.completion_stub("def other():\n    pass\n", "t", "s") is None
 

@@ -101,17 +101,24 @@ STS_FILE = "sts.json"
 """Per-position temperatures of a confidence head, fitted by `draftsmith sts` (evaluation/sts.py)."""
 
 
-def read_sts(drafter_dir: object) -> tuple[float, ...]:
-    """The STS temperatures stored with a drafter directory, or () when it has none."""
+def read_sts(drafter_dir: object) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The STS temperatures and logit biases stored with a drafter directory, ((), ()) when it has
+    none; files written before biases were fitted have none (0 at every position)."""
     if not isinstance(drafter_dir, str | Path):
-        return ()
+        return (), ()
     path = Path(drafter_dir) / STS_FILE
     if not path.is_file():
-        return ()
+        return (), ()
     try:
-        temps = json.loads(path.read_text())["temperatures"]
-        return tuple(float(t) for t in temps)
-    except (ValueError, KeyError, TypeError) as e:
+        body = json.loads(path.read_text())
+        temps = tuple(float(t) for t in body["temperatures"])
+        biases = tuple(float(b) for b in body.get("biases", ()))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
         raise DraftsmithError(
             f"{path}: not an STS file ({e}); delete it or refit with `draftsmith sts`"
         ) from e
+    if any(t <= 0 for t in temps) or len(biases) > len(temps):
+        raise DraftsmithError(
+            f"{path}: temperatures must be > 0, with at most one bias each; refit with `draftsmith sts`"
+        )
+    return temps, biases

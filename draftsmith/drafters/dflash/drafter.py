@@ -83,6 +83,7 @@ class DFlashDrafter(Drafter):
         target_vocab: int,
         confidence_threshold: float = 0.0,
         temperatures: tuple[float, ...] = (),
+        biases: tuple[float, ...] = (),
     ) -> None:
         self.model = model
         self.cfg = model.cfg
@@ -94,6 +95,7 @@ class DFlashDrafter(Drafter):
         self.confidences: list[float] = []
         self.confidence_logits: list[float] = []  # raw, before STS
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
+        self.biases = tuple(biases)  # logit offsets fitted with them (0.0 beyond)
         self.n_ctx = 0
         self.pending: list[dict] = []
         self.pending_bytes = 0
@@ -115,10 +117,10 @@ class DFlashDrafter(Drafter):
 
     @classmethod
     def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
-        """STS temperatures stored with the drafter (`sts.json`) scale its confidences."""
+        """STS temperatures and biases stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
         model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
-        return cls(model, target.runner.vocab_size, confidence_threshold, read_sts(path))
+        return cls(model, target.runner.vocab_size, confidence_threshold, *read_sts(path))
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight
@@ -186,7 +188,7 @@ class DFlashDrafter(Drafter):
         return self.propose_batch([self], [tokens], [k], [params], [generator])[0]
 
     def batch_key(self) -> object | None:
-        return (type(self), id(self.model), self.threshold, self.temperatures)
+        return (type(self), id(self.model), self.threshold, self.temperatures, self.biases)
 
     @classmethod
     @torch.inference_mode()
@@ -239,7 +241,7 @@ class DFlashDrafter(Drafter):
                     continue
                 if conf is not None:
                     temp = d.temperatures[s] if s < len(d.temperatures) else 1.0
-                    c = sigmoid(conf[i] / temp)
+                    c = sigmoid(conf[i] / temp + (d.biases[s] if s < len(d.biases) else 0.0))
                     d.confidence_logits.append(conf[i])
                     d.confidences.append(c)
                     survive[i] *= c
