@@ -96,6 +96,7 @@ def test_drafter_applies_stored_temperatures_and_collect_sees_raw_logits(tmp_pat
     path.write_text("{}")
     with pytest.raises(DraftsmithError, match="not an STS file"):
         read_sts(tmp_path)
-    path.write_text(json.dumps({"temperatures": [0.0]}))
-    with pytest.raises(DraftsmithError, match="must be > 0"):
-        read_sts(tmp_path)
+    for bad in ({"temperatures": [0.0]}, {"temperatures": [1.0], "biases": [float("nan")]}):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(DraftsmithError, match="must be finite"):
+            read_sts(tmp_path)

@@ -97,7 +97,7 @@ def test_exhausted_category_hands_its_share_to_the_others(monkeypatch):
     ps = build_prompt_set(40, mix={"math": 1, "code": 1}, held_out_frac=0.0)
     assert ps.stats["n_total"] == 40 and ps.stats["shortfall"] == 0
     assert ps.stats["exhausted_categories"] == ["code"]
-    assert ps.stats["counts"]["code"] <= 3 * len(tp.CODE_TEMPLATES)
+    assert ps.stats["counts"]["code"] <= 3 * len(tp.DEFAULT_CODE_TEMPLATES)
     assert ps.stats["counts"]["math"] == 40 - ps.stats["counts"]["code"]
 
 
@@ -273,3 +273,5 @@ def test_complete_template_is_opt_in_and_shaped_like_humaneval():
         assert "def main_solution(" in r["prompt"] and r["prompt"].endswith('"""\n```')
     with pytest.raises(DraftsmithError, match="Unknown code template"):
         build_prompt_set(10, code_templates=["nope"])
+    with pytest.raises(DraftsmithError, match="list of names"):
+        build_prompt_set(10, code_templates="complete")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from pathlib import Path
 from typing import TypeVar
@@ -117,8 +118,10 @@ def read_sts(drafter_dir: object) -> tuple[tuple[float, ...], tuple[float, ...]]
         raise DraftsmithError(
             f"{path}: not an STS file ({e}); delete it or refit with `draftsmith sts`"
         ) from e
-    if any(t <= 0 for t in temps) or len(biases) > len(temps):
+    if not all(math.isfinite(t) and t > 0 for t in temps) or not all(map(math.isfinite, biases)):
         raise DraftsmithError(
-            f"{path}: temperatures must be > 0, with at most one bias each; refit with `draftsmith sts`"
+            f"{path}: temperatures must be finite and > 0, biases finite; refit with `draftsmith sts`"
         )
+    if len(biases) > len(temps):
+        raise DraftsmithError(f"{path}: more biases than temperatures; refit with `draftsmith sts`")
     return temps, biases

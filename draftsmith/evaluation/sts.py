@@ -4,13 +4,13 @@ The scheduler trusts the prefix survival a_j = prod_{i<=j} c_i as the probabilit
 slots 0..j are all accepted. A head trained with BCE per slot can still be miscalibrated on the
 product. STS (DSpark paper) fits one temperature per position, left to right: T_j is the grid
 value that minimises the ECE of a_j (with T_0..T_{j-1} already fixed) against "slots 0..j were all
-accepted", over every round that drafted slot j. c_i = sigmoid(logit_i / T_i + b_i): the fit here
-also searches a logit bias b_i per position (0 where it does not help), because a temperature
-cannot move confidences near 0.5: a head trained on data it has memorised is overconfident on
-new text by an offset (the 4,000-step drafter of session 20: mean 0.53 against 0.44 accepted at
-the first slot), which only a bias removes. Temperatures and biases are stored next to the drafter
-(`sts.json`) and the drafter applies them when it reports confidences. Fit on one half of the
-prompts, report ECE on the other half, ship the fit on all.
+accepted", over every round that drafted slot j. c_i = sigmoid(logit_i / T_i + b_i): by default
+the fit also searches a logit bias b_i per position (then minimising the log loss, see `fit`),
+because a temperature cannot move confidences near 0.5: a head trained on data it has memorised
+is overconfident on new text by an offset (the 4,000-step drafter of session 20: mean 0.53
+against 0.44 accepted at the first slot), which only a bias removes. Temperatures and biases are
+stored next to the drafter (`sts.json`) and the drafter applies them when it reports confidences.
+Fit on one half of the prompts, report ECE on the other half, ship the fit on all.
 """
 
 from __future__ import annotations
@@ -90,22 +90,32 @@ def cumulative_pairs(
     return pairs
 
 
-def _grid_ece(prefix: torch.Tensor, z: torch.Tensor, ok: torch.Tensor, temps, biases, bins: int = 10):
-    """ECE (calibration.ece's equal-width bins) of prefix * sigmoid(z / T + b) for every (T, b)."""
+def _grid_scores(prefix: torch.Tensor, z: torch.Tensor, ok: torch.Tensor, temps, biases, log_loss: bool):
+    """For every (T, b): the ECE (calibration.ece's equal-width bins) or the log loss of
+    a_j = prefix * sigmoid(z / T + b) against ok, as a [len(temps), len(biases)] table."""
     t = torch.tensor(temps, dtype=torch.float64)[:, None, None]
     b = torch.tensor(biases, dtype=torch.float64)[None, :, None]
     c = (prefix * torch.sigmoid(z / t + b)).reshape(len(temps) * len(biases), -1)
-    idx = (c * bins).long().clamp(max=bins - 1)
-    conf = torch.zeros(c.shape[0], bins, dtype=torch.float64).scatter_add_(1, idx, c)
-    acc = torch.zeros_like(conf).scatter_add_(1, idx, ok.expand_as(c))
-    return ((conf - acc).abs().sum(1) / c.shape[1]).reshape(len(temps), len(biases))
+    if log_loss:
+        c = c.clamp(1e-9, 1 - 1e-9)
+        scores = -(ok * c.log() + (1 - ok) * (1 - c).log()).mean(1)
+    else:
+        bins = 10
+        idx = (c * bins).long().clamp(max=bins - 1)
+        conf = torch.zeros(c.shape[0], bins, dtype=torch.float64).scatter_add_(1, idx, c)
+        acc = torch.zeros_like(conf).scatter_add_(1, idx, ok.expand_as(c))
+        scores = (conf - acc).abs().sum(1) / c.shape[1]
+    return scores.reshape(len(temps), len(biases))
 
 
 def fit(
     rounds: Sequence[Round], positions: int | None = None, bias: bool = True
 ) -> tuple[list[float], list[float]]:
-    """Per-position temperatures and logit biases, fitted left to right; among equal ECEs the pair
-    nearest T = 1, b = 0 wins. ``bias=False`` fits temperatures only (the paper's STS)."""
+    """Per-position temperatures and logit biases, fitted left to right; among equal scores the
+    pair nearest T = 1, b = 0 wins. ``bias=False`` is the paper's STS: temperatures minimising the
+    ECE. With a bias the fit minimises the log loss instead: binned ECE scores ~0 for confidences
+    all flattened to the mean accept rate, which a bias can reach, while a proper score keeps the
+    spread that tells one draft from another."""
     positions = positions or max((len(r.logits) for r in rounds), default=0)
     biases_grid = BIASES if bias else (0.0,)
     temps: list[float] = []
@@ -120,13 +130,11 @@ def fit(
         )
         z = torch.tensor([r.logits[j] for r in drafted], dtype=torch.float64)
         ok = torch.tensor([float(r.accepted > j) for r in drafted], dtype=torch.float64)
-        errors = _grid_ece(prefix, z, ok, GRID, biases_grid)
+        scores = _grid_scores(prefix, z, ok, GRID, biases_grid, log_loss=bias)
         best = min(
-            (
-                (float(errors[a, c]), abs(math.log(t)) + abs(b), a, c)
-                for a, t in enumerate(GRID)
-                for c, b in enumerate(biases_grid)
-            ),
+            (float(scores[a, c]), abs(math.log(t)) + abs(b), a, c)
+            for a, t in enumerate(GRID)
+            for c, b in enumerate(biases_grid)
         )
         temps.append(GRID[best[2]])
         biases.append(biases_grid[best[3]])

@@ -539,7 +539,9 @@ def build_prompt_set(
     arguments and the installed package versions. ``code_templates`` names the ``CODE_TEMPLATES`` used.
     """
     _check_params(n_total, seed, held_out_frac, eval_gsm_limit)
-    code_templates = tuple(code_templates)
+    if isinstance(code_templates, str):
+        raise DraftsmithError(f"code_templates must be a list of names, got the string {code_templates!r}")
+    code_templates = tuple(dict.fromkeys(code_templates))  # in order, each once
     unknown = [t for t in code_templates if t not in CODE_TEMPLATES]
     if unknown or not code_templates:
         raise DraftsmithError(
