@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -100,6 +101,13 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
 
 STS_FILE = "sts.json"
 """Per-position temperatures of a confidence head, fitted by `draftsmith sts` (evaluation/sts.py)."""
+
+
+def sts_confidence(logit: float, slot: int, temps: Sequence[float], biases: Sequence[float] = ()) -> float:
+    """A slot's confidence under a fitted STS: sigmoid(logit / T + b), with T = 1 and b = 0 beyond the
+    fitted slots (the one rule the drafter applies and `draftsmith sts` fits)."""
+    x = logit / (temps[slot] if slot < len(temps) else 1.0) + (biases[slot] if slot < len(biases) else 0.0)
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
 def read_sts(drafter_dir: object) -> tuple[tuple[float, ...], tuple[float, ...]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from draftsmith.drafters.base import Drafter
-from draftsmith.drafters.checkpoint import STS_FILE
+from draftsmith.drafters.checkpoint import STS_FILE, sts_confidence
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.verify import verify
@@ -68,16 +68,6 @@ def collect(
     return rounds
 
 
-def _sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
-
-
-def scaled(logit: float, i: int, temps: Sequence[float], biases: Sequence[float] = ()) -> float:
-    """Slot i's confidence sigmoid(logit / T_i + b_i) (T = 1, b = 0 beyond the fitted positions)."""
-    t = temps[i] if i < len(temps) else 1.0
-    return _sigmoid(logit / t + (biases[i] if i < len(biases) else 0.0))
-
-
 def cumulative_pairs(
     rounds: Sequence[Round], temps: Sequence[float], j: int, biases: Sequence[float] = ()
 ) -> list[tuple[float, bool]]:
@@ -85,7 +75,7 @@ def cumulative_pairs(
     pairs = []
     for r in rounds:
         if len(r.logits) > j:
-            a = math.prod(scaled(r.logits[i], i, temps, biases) for i in range(j + 1))
+            a = math.prod(sts_confidence(r.logits[i], i, temps, biases) for i in range(j + 1))
             pairs.append((a, r.accepted > j))
     return pairs
 
@@ -125,7 +115,7 @@ def fit(
         if not drafted:
             break
         prefix = torch.tensor(
-            [math.prod(scaled(r.logits[i], i, temps, biases) for i in range(j)) for r in drafted],
+            [math.prod(sts_confidence(r.logits[i], i, temps, biases) for i in range(j)) for r in drafted],
             dtype=torch.float64,
         )
         z = torch.tensor([r.logits[j] for r in drafted], dtype=torch.float64)
@@ -208,7 +198,7 @@ def run_sts(target: Target, method: str, options: dict, prompts: Sequence[str], 
     rounds = [collect(target, drafter, [x], args.max_new_tokens) for x in ids]
     fit_rounds = [r for i, rs in enumerate(rounds) if i % 2 == 0 for r in rs]
     test_rounds = [r for i, rs in enumerate(rounds) if i % 2 == 1 for r in rs]
-    bias = not getattr(args, "no_bias", False)
+    bias = not args.no_bias
     held_out = report(test_rounds, *fit(fit_rounds, bias=bias))
     temps, biases = fit([r for rs in rounds for r in rs], bias=bias)
     where = Path(args.out) if args.out else Path(options.get("drafter") or shipped_drafter(method, target))

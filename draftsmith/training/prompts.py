@@ -310,8 +310,8 @@ def _code_candidates(seed: int, names: Iterable[str] = DEFAULT_CODE_TEMPLATES) -
             stub = None
             if name == "complete":
                 stub = completion_stub(t["code_sample"], t["task_description"], t["input_output_spec"])
-            if name == "complete" and stub is None:
-                continue
+                if stub is None:  # no top-level main_solution to complete
+                    continue
             text = CODE_TEMPLATES[name].format(
                 task=t["task_description"], spec=t["input_output_spec"], code=t["code_sample"], stub=stub
             )

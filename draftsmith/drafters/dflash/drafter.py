@@ -9,14 +9,13 @@ use to stop the draft early (prefix survival prod c_k below the threshold).
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import torch
 
 from draftsmith.drafters import base
 from draftsmith.drafters.base import Draft, Drafter, merge_states, state_bytes
-from draftsmith.drafters.checkpoint import read_sts, target_fingerprint
+from draftsmith.drafters.checkpoint import read_sts, sts_confidence, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
@@ -40,10 +39,6 @@ def shipped_drafter(method: str, target) -> Path | None:
         except DraftsmithError:
             continue
     return None
-
-
-def sigmoid(x: float) -> float:
-    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
 
 
 class DFlashDrafter(Drafter):
@@ -240,8 +235,7 @@ class DFlashDrafter(Drafter):
                 if not live[i]:
                     continue
                 if conf is not None:
-                    temp = d.temperatures[s] if s < len(d.temperatures) else 1.0
-                    c = sigmoid(conf[i] / temp + (d.biases[s] if s < len(d.biases) else 0.0))
+                    c = sts_confidence(conf[i], s, d.temperatures, d.biases)
                     d.confidence_logits.append(conf[i])
                     d.confidences.append(c)
                     survive[i] *= c
