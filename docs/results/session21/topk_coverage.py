@@ -92,8 +92,11 @@ print("|---|---|---|---|---|---|")
 for s in range(3):
     c = [sum(rank[s][i] for i in range(j)) / rounds for j in (1, 2, 3, 4, 8)]
     print(f"| {s + 1} (given the argmax chain) | " + " | ".join(f"{x:.3f}" for x in c) + " |")
-print("argmax chain right at slots 1 / 1-2 / 1-3: " + " / ".join(f"{c / rounds:.3f}" for c in chain)
-      + f" (a 3-draft chain's tau on these positions: {1 + sum(chain) / rounds:.3f})")
+print(
+    "argmax chain right at slots 1 / 1-2 / 1-3: "
+    + " / ".join(f"{c / rounds:.3f}" for c in chain)
+    + f" (a 3-draft chain's tau on these positions: {1 + sum(chain) / rounds:.3f})"
+)
 for j in range(3):
     hit, tot = br[(j, True)], br[(j, True)] + br[(j, False)]
     share = f" = {hit / tot:.3f}" if tot else ""
