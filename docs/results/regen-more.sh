@@ -14,18 +14,11 @@ COMMON="--max-new-tokens 320 --max-prompt-tokens 1536 --batch $SLOTS --dtype flo
 # the prompt set the committed answers were made from (prompts-manifest.json is its manifest)
 [ -f "$W/prompts/train.jsonl" ] || $DS data prompts --n 12000 \
   --mix code=0.40,chat=0.30,math=0.25,instruction=0.05 --out "$W/prompts"
-stage() {  # name hours extra-args...: unpack, continue for at most `hours`, pack back
+. docs/results/regen_lib.sh
+stage() {  # name hours extra-args...
   local name=$1 hours=$2; shift 2
-  [ "$hours" = 0 ] && return 0  # (timeout 0 would mean no limit)
-  local gz=data/smollm2/answers-train-$name.jsonl.gz
-  [ -f "$gz" ] && [ ! -f "$W/$name.jsonl" ] && gunzip -c "$gz" > "$W/$name.jsonl"
-  echo "== $name $(date +%T): $(wc -l < "$W/$name.jsonl" 2>/dev/null || echo 0) answers" >> "$W/regen.log"
-  local before; before=$(wc -l < "$W/$name.jsonl" 2>/dev/null || echo 0)
-  timeout --signal=INT "${hours}h" \
-    $DS data regenerate --prompts "$W/prompts/train.jsonl" --out "$W/$name.jsonl" $COMMON "$@" >> "$W/regen.log" 2>&1
-  .venv/bin/python -c "import sys; from pathlib import Path; from draftsmith.training.jsonl import repair_tail; repair_tail(Path(sys.argv[1]))" "$W/$name.jsonl"  # a row torn by the timeout
-  [ -f "$gz" ] && [ "$(wc -l < "$W/$name.jsonl")" = "$before" ] || gzip -9 -c "$W/$name.jsonl" > "$gz"  # unchanged: keep the committed file
-  echo "== done $name $(date +%T): $(wc -l < "$W/$name.jsonl") answers" >> "$W/regen.log"
+  # shellcheck disable=SC2086
+  regen_stage data/smollm2/answers-train-$name.jsonl.gz "$W/$name.jsonl" "$W/prompts/train.jsonl" "$hours" "$W/regen.log" $COMMON "$@"
 }
 stage t07 "${HOURS_T07:-1}" --temperature 0.7 --top-p 0.8 --top-k 20 --seed 1
 stage t0 "${HOURS_T0:-1}" --temperature 0

@@ -13,18 +13,10 @@ DS=.venv/bin/draftsmith
 COMMON="--max-new-tokens 320 --max-prompt-tokens 1536 --batch ${SLOTS:-32} --dtype float32 --fixed-rows 0 --temperature 0"
 [ -f "$W/prompts/train.jsonl" ] || $DS data prompts --n 2750 --mix code=1 --code-templates complete \
   --out "$W/prompts" > "$W/prompts-stats.json"
-stage() {  # split hours: unpack, continue for at most `hours`, pack back
-  local split=$1 hours=$2
-  [ "$hours" = 0 ] && return 0  # (timeout 0 would mean no limit)
-  local gz=data/smollm2/answers-complete-$split-t0.jsonl.gz
-  [ -f "$gz" ] && [ ! -f "$W/$split.jsonl" ] && gunzip -c "$gz" > "$W/$split.jsonl"
-  echo "== $split $(date +%T): $(wc -l < "$W/$split.jsonl" 2>/dev/null || echo 0) answers" >> "$W/regen.log"
-  local before; before=$(wc -l < "$W/$split.jsonl" 2>/dev/null || echo 0)
-  timeout --signal=INT "${hours}h" \
-    $DS data regenerate --prompts "$W/prompts/$split.jsonl" --out "$W/$split.jsonl" $COMMON >> "$W/regen.log" 2>&1
-  .venv/bin/python -c "import sys; from pathlib import Path; from draftsmith.training.jsonl import repair_tail; repair_tail(Path(sys.argv[1]))" "$W/$split.jsonl"
-  [ -f "$gz" ] && [ "$(wc -l < "$W/$split.jsonl")" = "$before" ] || gzip -9 -c "$W/$split.jsonl" > "$gz"  # unchanged: keep the committed file
-  echo "== done $split $(date +%T): $(wc -l < "$W/$split.jsonl") answers" >> "$W/regen.log"
+. docs/results/regen_lib.sh
+stage() {  # split hours
+  # shellcheck disable=SC2086
+  regen_stage data/smollm2/answers-complete-$1-t0.jsonl.gz "$W/$1.jsonl" "$W/prompts/$1.jsonl" "$2" "$W/regen.log" $COMMON
 }
 stage held_out 1
 stage train "${HOURS:-0.25}"
