@@ -364,7 +364,11 @@ def cmd_data(args: argparse.Namespace) -> int:
         limit=args.limit,
         confirm=confirm,
     )
-    print(f"cache at {args.out}: {manifest['sequences']} sequences, {manifest['tokens']} tokens")
+    dropped = manifest.get("dropped_no_answer", 0)
+    print(
+        f"cache at {args.out}: {manifest['sequences']} sequences, {manifest['tokens']} tokens"
+        + (f" ({dropped} rows dropped: no answer token inside --max-len {args.max_len})" if dropped else "")
+    )
     return 0
 
 

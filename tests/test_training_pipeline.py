@@ -188,6 +188,28 @@ def test_online_data_matches_the_cache(tmp_path):
     assert (cache.token_counts(VOCAB) == online.token_counts(VOCAB)).all()
 
 
+def test_rows_without_an_answer_inside_max_len_are_not_cached(tmp_path):
+    """A prompt as long as --max-len leaves nothing to learn: it costs a full pass, so it is dropped."""
+    from draftsmith.training.cache import OnlineData
+
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=4)
+    rows = list(read_rows(answers))
+    rows[1]["prompt"] = " ".join(["t5"] * 40)  # ~40+ prompt tokens against a 24-token window
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert not any(tokenize_row(target, rows[1], 24)[1]) and any(tokenize_row(target, rows[0], 24)[1])
+    manifest = build_cache(target, answers, tmp_path / "cache", LAYERS, max_len=24, progress=False)
+    assert manifest["sequences"] == 3 and manifest["dropped_no_answer"] == 1
+    cache = TargetCache(tmp_path / "cache", target)
+    assert all(s.loss_mask.any() for s in cache)
+    assert cache[1].ids.tolist() == tokenize_row(target, rows[2], 24)[0]  # the row after the dropped one
+    assert len(OnlineData(target, answers, LAYERS, max_len=24)) == 3
+    limited = build_cache(target, answers, tmp_path / "c2", LAYERS, max_len=24, limit=2, progress=False)
+    assert limited["sequences"] == 1  # --limit counts answer rows, before the drop
+    with pytest.raises(DraftsmithError, match="2 prompts are 4 tokens or longer"):
+        build_cache(target, answers, tmp_path / "c3", LAYERS, max_len=4, limit=2, progress=False)
+
+
 def test_training_runs_under_torchrun_with_two_processes(tmp_path):
     import os
     import subprocess

@@ -72,6 +72,20 @@ def tokenize_row(target, row: dict, max_len: int) -> tuple[list[int], list[bool]
     return ids, ([False] * len(p) + [True] * len(a))[:max_len]
 
 
+def learnable_pairs(
+    target, answers: str | Path, max_len: int, limit: int | None = None
+) -> tuple[list[tuple[list[int], list[bool]]], int]:
+    """Tokenized rows that keep at least one answer token within max_len, and how many were dropped.
+
+    A prompt of max_len tokens or more leaves no answer inside the window: caching it would cost a
+    full target pass (the most expensive kind, at full length) for a sequence with nothing to learn.
+    `limit` counts answer rows before the drop, so a limited cache holds the same answers as before.
+    """
+    pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
+    kept = [(ids, mask) for ids, mask in pairs if any(mask)]
+    return kept, len(pairs) - len(kept)
+
+
 @torch.inference_mode()
 def target_sequence(target, ids: list[int], loss_mask: list[bool], layers: list[int]) -> Sequence:
     """Run the target once over a sequence and collect what the drafter trains on."""
@@ -163,9 +177,12 @@ def build_cache(
                 f"{out} holds a cache built with other settings {mismatch}; use another --out directory"
             )
         shards = old["shards"]
-    pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
+    pairs, dropped = learnable_pairs(target, answers, max_len, limit)
     if not pairs:
-        raise DraftsmithError(f"{answers} has no prompt/answer rows")
+        raise DraftsmithError(
+            f"{answers} has no prompt/answer rows with an answer inside --max-len {max_len}"
+            + (f" ({dropped} prompts are {max_len} tokens or longer)" if dropped else "")
+        )
     total_tokens = sum(len(ids) for ids, _ in pairs)
     size = total_tokens * bytes_per_token(len(layers), key["hidden_size"], dtype)
     if confirm is not None and not confirm(size, total_tokens, len(pairs)):
@@ -196,6 +213,7 @@ def build_cache(
             **key,
             "shards": shards,
             "answers": str(answers),
+            "dropped_no_answer": dropped,
             "sequences": sum(s["sequences"] for s in shards),
             "tokens": sum(s["tokens"] for s in shards),
         }
@@ -272,9 +290,12 @@ class OnlineData:
 
     def __init__(self, target, answers: str | Path, layers: list[int], max_len: int = 1024) -> None:
         self.target, self.layers = target, list(layers)
-        self.pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)]
+        self.pairs, dropped = learnable_pairs(target, answers, max_len)
         if not self.pairs:
-            raise DraftsmithError(f"{answers} has no prompt/answer rows")
+            raise DraftsmithError(
+                f"{answers} has no prompt/answer rows with an answer inside max_len {max_len}"
+                + (f" ({dropped} prompts are {max_len} tokens or longer)" if dropped else "")
+            )
 
     def __len__(self) -> int:
         return len(self.pairs)
