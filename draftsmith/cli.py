@@ -392,10 +392,13 @@ def cmd_train(args: argparse.Namespace) -> int:
         schedule=args.schedule,
         decay=args.decay,
         held_out=args.held_out,
+        init_from=args.init_from,
         options=options_from_args(recipe, args),
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
+    if args.init_from and not Path(args.init_from).is_dir():
+        raise DraftsmithError(f"--init-from: drafter directory not found: {args.init_from}")
     target = _load_target(args)
     if args.cache:
         data = TargetCache(args.cache, target)
@@ -740,6 +743,13 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         help="dtype of the saved drafter (float16 halves the size for shipping)",
     )
     p.add_argument("--stop-after", type=int, default=None, help="end this run at that step (resume later)")
+    p.add_argument(
+        "--init-from",
+        default=None,
+        metavar="DIR",
+        help="start from a trained drafter of this method and target (fine-tune the shipped one on "
+        "your own answers, or continue a finished run); the options must match its config.json",
+    )
     p.add_argument(
         "--compile",
         action="store_true",

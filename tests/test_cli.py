@@ -32,6 +32,7 @@ def run(capsys, *argv):
         (["bench", "--suite", "/tmp/none.jsonl"], "not found"),
         (["bench", "--methods", "dspark", "--drafter", "eagle=/tmp/x"], "unknown method 'eagle'"),
         (["generate", "hi", "--method", "dflash", "--drafter", "/no/such/drafter"], "not found"),
+        (["train", "--cache", "/tmp/c", "--out", "/tmp/o", "--init-from", "/no/such/drafter"], "not found"),
     ],
 )
 def test_bad_inputs_print_one_clear_error(capsys, argv, message):

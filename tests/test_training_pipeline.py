@@ -172,6 +172,37 @@ def test_training_resume_continues_exactly(tmp_path, method):
             runs_table([tmp_path])
 
 
+def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(tmp_path):
+    from draftsmith.training.train import warm_start
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = _tiny_block_config("dspark", steps=3)
+    train(target, cache, cfg, tmp_path / "first", progress=False)
+    recipe, opts = cfg.recipe, cfg.options
+    trained = recipe.load(target, tmp_path / "first").state_dict()
+    fresh = recipe.build(target, opts, LAYERS, cache)
+    assert any(not torch.equal(fresh.state_dict()[k], v) for k, v in trained.items())
+    warm_start(fresh, recipe, target, str(tmp_path / "first"))
+    for k, v in trained.items():
+        torch.testing.assert_close(fresh.state_dict()[k], v)
+    # a fine-tune run: starts there, records where it started, and trains on
+    tuned = TrainConfig.from_flat(**{**cfg.flat(), "init_from": str(tmp_path / "first"), "lr": 1e-3})
+    train(target, cache, tuned, tmp_path / "tuned", progress=False)
+    saved = json.loads((tmp_path / "tuned" / "train_config.json").read_text())
+    assert saved["init_from"] == str(tmp_path / "first")
+    first = str(tmp_path / "first")
+    wider = TrainConfig.from_flat(**{**cfg.flat(), "markov_rank": 16})
+    with pytest.raises(DraftsmithError, match="another architecture.*markov_in.weight"):
+        warm_start(recipe.build(target, wider.options, LAYERS, cache), recipe, target, first)
+    flash = _tiny_block_config("dflash", steps=3)
+    with pytest.raises(DraftsmithError, match="DSpark drafter; use --method dspark"):
+        warm_start(flash.recipe.build(target, flash.options, LAYERS, cache), flash.recipe, target, first)
+    with pytest.raises(DraftsmithError, match="not found"):
+        warm_start(fresh, recipe, target, str(tmp_path / "nowhere"))
+
+
 def test_online_data_matches_the_cache(tmp_path):
     from draftsmith.training.cache import OnlineData
 

@@ -27,7 +27,7 @@ from draftsmith.errors import DraftsmithError
 from draftsmith.training.recipe import Recipe, make_options, recipe_for
 
 STATE = "trainer_state.pt"
-OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2}
+OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "init_from": None}
 """Shared settings added after the first checkpoints were written, at the values those runs used
 (a recipe's `old_defaults` does the same for its options)."""
 
@@ -51,6 +51,7 @@ class TrainConfig:
     save_every: int = 200
     held_out: int = 16  # cache sequences kept for the held-out tau
     save_dtype: str = "float32"  # dtype of the drafter files (float16 to ship); resume state stays fp32
+    init_from: str | None = None  # a trained drafter of this method and target to start from (fine-tune)
     options: Any = None  # the method's options; None or a dict -> built (and validated) by its recipe
 
     def __post_init__(self) -> None:
@@ -106,6 +107,28 @@ def _dist() -> tuple[int, int]:
     return 0, 1
 
 
+def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> None:
+    """Load a trained drafter's weights into `model`: fine-tuning a shipped drafter on one's own
+    workload, or continuing a finished run with a new schedule. The options must build the same
+    architecture (the drafter's config.json says which); a mismatch is refused by name, not
+    half-loaded."""
+    src = recipe.load(target, source).state_dict()  # refuses a missing, foreign or other-target drafter
+    own = model.state_dict()
+    bad = [
+        f"{k}: {tuple(src[k].shape) if k in src else 'missing'} in {source}, "
+        f"{tuple(own[k].shape) if k in own else 'absent'} here"
+        for k in sorted(set(src) | set(own))
+        if k not in src or k not in own or src[k].shape != own[k].shape
+    ]
+    if bad:
+        raise DraftsmithError(
+            f"--init-from {source}: these options build another architecture ({'; '.join(bad[:4])}"
+            f"{'; ...' if len(bad) > 4 else ''}); pass the settings in its config.json"
+        )
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in src.items()})
+    recipe.attach(model, target)
+
+
 def held_out_tau(model: torch.nn.Module, data, cfg: TrainConfig) -> dict[str, float]:
     """The method's held-out metrics (teacher-forced accepted lengths) on every sequence of data."""
     return cfg.recipe.evaluate(model, [data[i] for i in range(len(data))], cfg.options)
@@ -152,6 +175,8 @@ def train(
     if device.type == "cpu":  # ~100 MiB per-step tensors: no page faults, or bounded growth
         keep_freed_memory() if recipe.heap_only else bound_freed_memory()
     model = recipe.build(target, opts, layers, data)
+    if cfg.init_from:  # a resume below replaces these weights with the run's own
+        warm_start(model, recipe, target, cfg.init_from)
     params = [p for p in model.parameters() if p.requires_grad]
     # fused: one kernel for all parameters (on the 2-core CPU 4 ms a step against ~100 ms for foreach)
     fused = device.type in ("cpu", "cuda")
