@@ -362,6 +362,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         dtype=args.cache_dtype,
         max_len=args.max_len,
         limit=args.limit,
+        keep_all=args.keep_unlearnable,
         confirm=confirm,
     )
     dropped = manifest.get("dropped_no_answer", 0)
@@ -397,7 +398,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
         raise DraftsmithError("give exactly one of --cache DIR (precomputed) or --answers FILE (online)")
-    if args.init_from and not Path(args.init_from).is_dir():
+    from draftsmith.training.train import STATE
+
+    resuming = not args.no_resume and (Path(args.out) / STATE).is_file()  # it has its own weights
+    if args.init_from and not resuming and not Path(args.init_from).is_dir():
         raise DraftsmithError(f"--init-from: drafter directory not found: {args.init_from}")
     target = _load_target(args)
     if args.cache:
@@ -435,7 +439,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     target = _load_target(args)
     model = recipe.load(target, args.drafter)
     layers = recipe.score_layers(model) or default_target_layers(target.runner.num_layers)
-    data = OnlineData(target, args.answers, layers, args.max_len)
+    data = OnlineData(target, args.answers, layers, args.max_len, keep_all=args.keep_unlearnable)
     taus = recipe.evaluate(model, list(data), recipe.score_options(model, args.anchors))
     source = args.drafter or "(the method's default drafter)"
     print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))
@@ -701,6 +705,12 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")
     p.add_argument(
+        "--keep-unlearnable",
+        action="store_true",
+        help="cache: keep rows with no answer token inside --max-len (left out by default: a full "
+        "target pass each for nothing to learn; the held-out sets documented before session 22 had them)",
+    )
+    p.add_argument(
         "--layers", default="auto", help="cache: target layers, e.g. 1,8,14,20,27 (auto: 5 spaced)"
     )
     p.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"])
@@ -768,6 +778,12 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument("--answers", required=True, help="JSONL of prompt/answer rows (`data regenerate` output)")
     p.add_argument("--anchors", type=int, default=32, help="anchored blocks per sequence (fixed seed)")
     p.add_argument("--max-len", type=int, default=768, help="longest sequence")
+    p.add_argument(
+        "--keep-unlearnable",
+        action="store_true",
+        help="also score rows with no answer token inside --max-len (each counts as tau 1; "
+        "scores documented before session 22 include them)",
+    )
     _add_target_args(p)
     p.set_defaults(func=cmd_score)
 

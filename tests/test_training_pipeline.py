@@ -189,12 +189,19 @@ def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(
         torch.testing.assert_close(fresh.state_dict()[k], v)
     # a fine-tune run: starts there, records where it started, and trains on
     tuned = TrainConfig.from_flat(**{**cfg.flat(), "init_from": str(tmp_path / "first"), "lr": 1e-3})
-    train(target, cache, tuned, tmp_path / "tuned", progress=False)
+    train(target, cache, tuned, tmp_path / "tuned", progress=False, stop_after=2)
     saved = json.loads((tmp_path / "tuned" / "train_config.json").read_text())
     assert saved["init_from"] == str(tmp_path / "first")
+    shutil.copytree(tmp_path / "first", tmp_path / "first-copy")
+    shutil.rmtree(tmp_path / "first")  # a resume reads its own state, not the drafter it started from
+    train(target, cache, tuned, tmp_path / "tuned", progress=False)
+    assert torch.load(tmp_path / "tuned" / "trainer_state.pt", weights_only=False)["step"] == 3
+    shutil.copytree(tmp_path / "first-copy", tmp_path / "first")
+    with pytest.raises(DraftsmithError, match="another drafter.*target_layers"):
+        warm_start(recipe.build(target, opts, [1, 3], cache), recipe, target, str(tmp_path / "first"))
     first = str(tmp_path / "first")
     wider = TrainConfig.from_flat(**{**cfg.flat(), "markov_rank": 16})
-    with pytest.raises(DraftsmithError, match="another architecture.*markov_in.weight"):
+    with pytest.raises(DraftsmithError, match="another drafter.*markov_in.weight"):
         warm_start(recipe.build(target, wider.options, LAYERS, cache), recipe, target, first)
     flash = _tiny_block_config("dflash", steps=3)
     with pytest.raises(DraftsmithError, match="DSpark drafter; use --method dspark"):
@@ -237,6 +244,10 @@ def test_rows_without_an_answer_inside_max_len_are_not_cached(tmp_path):
     assert len(OnlineData(target, answers, LAYERS, max_len=24)) == 3
     limited = build_cache(target, answers, tmp_path / "c2", LAYERS, max_len=24, limit=2, progress=False)
     assert limited["sequences"] == 1  # --limit counts answer rows, before the drop
+    every = build_cache(target, answers, tmp_path / "c4", LAYERS, max_len=24, keep_all=True, progress=False)
+    assert every["sequences"] == 4 and every["rows"] == "all" and manifest["rows"] == "with-answer"
+    with pytest.raises(DraftsmithError, match="other settings.*rows"):  # one cache, one rule
+        build_cache(target, answers, tmp_path / "c4", LAYERS, max_len=24, progress=False)
     with pytest.raises(DraftsmithError, match="2 prompts are 4 tokens or longer"):
         build_cache(target, answers, tmp_path / "c3", LAYERS, max_len=4, limit=2, progress=False)
 

@@ -29,6 +29,8 @@ from draftsmith.training.regenerate import iter_pairs
 
 FORMAT = "draftsmith-cache/2"  # /2 adds the target's greedy (argmax) token per position
 DTYPES = {"float16": np.float16, "float32": np.float32}
+OLD_MANIFEST = {"rows": "all"}
+"""Manifest keys added later, at the values older caches were built with."""
 
 
 @dataclass
@@ -73,16 +75,18 @@ def tokenize_row(target, row: dict, max_len: int) -> tuple[list[int], list[bool]
 
 
 def learnable_pairs(
-    target, answers: str | Path, max_len: int, limit: int | None = None
+    target, answers: str | Path, max_len: int, limit: int | None = None, keep_all: bool = False
 ) -> tuple[list[tuple[list[int], list[bool]]], int]:
     """Tokenized rows that keep at least one answer token within max_len, and how many were dropped.
 
     A prompt of max_len tokens or more leaves no answer inside the window: caching it would cost a
-    full target pass (the most expensive kind, at full length) for a sequence with nothing to learn.
-    `limit` counts answer rows before the drop, so a limited cache holds the same answers as before.
+    full target pass (the most expensive kind, at full length) for a sequence with nothing to learn,
+    and a held-out set scores it as an accepted length of 1. `limit` counts answer rows before the
+    drop, so a limited cache holds the same answers as before. keep_all: every row, as caches were
+    built before session 22 (the documented held-out sets include such rows).
     """
     pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
-    kept = [(ids, mask) for ids, mask in pairs if any(mask)]
+    kept = pairs if keep_all else [(ids, mask) for ids, mask in pairs if any(mask)]
     return kept, len(pairs) - len(kept)
 
 
@@ -131,8 +135,9 @@ def _digest(pairs: list[tuple[list[int], list[bool]]]) -> str:
     return hashlib.sha1(json.dumps(pairs).encode()).hexdigest()[:16]
 
 
-def _manifest_key(target, layers: list[int], dtype: str, max_len: int) -> dict:
+def _manifest_key(target, layers: list[int], dtype: str, max_len: int, keep_all: bool) -> dict:
     return {
+        "rows": "all" if keep_all else "with-answer",  # absent in older caches: built with every row
         "target_name": target.name,
         "target_fingerprint": target_fingerprint(target),
         "layers": layers,
@@ -151,17 +156,19 @@ def build_cache(
     max_len: int = 1024,
     shard_sequences: int = 256,
     limit: int | None = None,
+    keep_all: bool = False,
     progress: bool = True,
     confirm=None,
 ) -> dict:
-    """Build (or resume) the cache from regenerated answers. `confirm(bytes)` may veto the size."""
+    """Build (or resume) the cache from regenerated answers. `confirm(bytes)` may veto the size.
+    Rows with no answer token inside max_len are left out unless keep_all (learnable_pairs)."""
     if dtype not in DTYPES:
         raise DraftsmithError(f"cache dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     bad = [i for i in layers if not 0 <= i < target.runner.num_layers]
     if bad:
         raise DraftsmithError(f"target has layers 0..{target.runner.num_layers - 1}; cannot cache {bad}")
     out = Path(out_dir)
-    key = _manifest_key(target, layers, dtype, max_len)
+    key = _manifest_key(target, layers, dtype, max_len, keep_all)
     manifest_path = out / "manifest.json"
     shards: list[dict] = []
     if manifest_path.is_file():
@@ -171,13 +178,14 @@ def build_cache(
                 f"{out} holds a {old.get('format', 'foreign')} cache; this version writes {FORMAT}: "
                 "build into a new --out directory"
             )
+        old = {**OLD_MANIFEST, **old}
         mismatch = {k: (old.get(k), v) for k, v in key.items() if old.get(k) != v}
         if mismatch:
             raise DraftsmithError(
                 f"{out} holds a cache built with other settings {mismatch}; use another --out directory"
             )
         shards = old["shards"]
-    pairs, dropped = learnable_pairs(target, answers, max_len, limit)
+    pairs, dropped = learnable_pairs(target, answers, max_len, limit, keep_all)
     if not pairs:
         raise DraftsmithError(
             f"{answers} has no prompt/answer rows with an answer inside --max-len {max_len}"
@@ -288,9 +296,11 @@ class OnlineData:
     Costs one target forward per sequence per use instead of disk space.
     """
 
-    def __init__(self, target, answers: str | Path, layers: list[int], max_len: int = 1024) -> None:
+    def __init__(
+        self, target, answers: str | Path, layers: list[int], max_len: int = 1024, keep_all: bool = False
+    ) -> None:
         self.target, self.layers = target, list(layers)
-        self.pairs, dropped = learnable_pairs(target, answers, max_len)
+        self.pairs, dropped = learnable_pairs(target, answers, max_len, keep_all=keep_all)
         if not self.pairs:
             raise DraftsmithError(
                 f"{answers} has no prompt/answer rows with an answer inside max_len {max_len}"

@@ -61,12 +61,14 @@ class Recipe:
         """Write the drafter directory that `--method METHOD --drafter out` loads."""
         raise NotImplementedError
 
-    def load(self, target, source=None) -> nn.Module:
+    def load(self, target, source=None, dtype: torch.dtype | None = None) -> nn.Module:
         """A trained drafter (a directory; None: what the method finds by itself, e.g. the shipped
-        one) in fp32 with fp32 target tensors, for held-out scoring (`draftsmith score`)."""
+        one) in fp32 with fp32 target tensors, for held-out scoring (`draftsmith score`). Its weights
+        pass through the target's dtype on the way (as in decoding) unless `dtype` says otherwise."""
         from draftsmith.drafters.registry import METHODS
 
-        model = METHODS[self.method].load_model(target, source)
+        cls, kw = METHODS[self.method], {} if dtype is None else {"dtype": dtype}
+        model = cls.load_model(target, source, **kw)
         model = model.float()
         self.attach(model, target)
         return model.eval()

@@ -34,7 +34,7 @@ if [ "$PART" = human ]; then
   [ -d "$D/cache-human" ] || { cp -al "$D/cache" "$D/cache-human"; rm "$D/cache-human/manifest.json"; cp "$D/cache/manifest.json" "$D/cache-human/"; }
   echo "== cache $(date +%T)" >> "$D/human.log"
   .venv/bin/draftsmith data cache --answers "$D/train-human.jsonl" --out "$D/cache-human" \
-    --max-len 1024 --dtype bfloat16 --fixed-rows 0 >> "$D/human.log" 2>&1
+    --max-len 1024 --dtype bfloat16 --fixed-rows 0 --keep-unlearnable >> "$D/human.log" 2>&1
   echo "== cache done $(date +%T)" >> "$D/human.log"
   CACHE=$D/cache-human OUT=$D/human LOG=$D/human.log METHODS=dspark EXTRA="--compile --label greedy" D=$D \
     docs/results/train-long.sh

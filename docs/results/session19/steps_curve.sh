@@ -16,7 +16,7 @@ echo "== caches $(date +%T)" >> "$LOG"
 [ -f "$D/train-all.jsonl" ] || (gunzip -c data/smollm2/answers-train-t07.jsonl.gz; gunzip -c data/smollm2/answers-train-t0.jsonl.gz) > "$D/train-all.jsonl"
 [ -d "$D/cache-800k" ] || { cp -al "$D/cache" "$D/cache-800k"; rm "$D/cache-800k/manifest.json"; cp "$D/cache/manifest.json" "$D/cache-800k/"; }
 .venv/bin/draftsmith data cache --answers "$D/train-all.jsonl" --out "$D/cache-800k" --limit 3887 \
-  --max-len 1024 --dtype bfloat16 --fixed-rows 0 >> "$LOG" 2>&1
+  --max-len 1024 --dtype bfloat16 --fixed-rows 0 --keep-unlearnable >> "$LOG" 2>&1
 echo "== train $(date +%T)" >> "$LOG"
 CACHE=$D/cache-800k OUT=$D/steps$STEPS LOG=$LOG STEPS=$STEPS METHODS=dspark EXTRA=--compile D=$D \
   docs/results/train-long.sh

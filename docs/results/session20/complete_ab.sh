@@ -20,7 +20,7 @@ gunzip -c data/smollm2/answers-complete-held_out-t0.jsonl.gz > "$D/complete-ho.j
 # the 803k shards are reused (hard links; the cache checks their rows' digests), the rest is appended
 [ -d "$C" ] || { cp -al "$D/cache-800k" "$C"; rm "$C/manifest.json"; cp "$D/cache-800k/manifest.json" "$C/"; }
 $DS data cache --answers "$D/train-800k+complete.jsonl" --out "$C" --max-len 1024 --dtype bfloat16 \
-  --fixed-rows 0 >> "$LOG" 2>&1
+  --fixed-rows 0 --keep-unlearnable >> "$LOG" 2>&1
 echo "== train $(date +%T)" >> "$LOG"
 CACHE=$C OUT=$D/complete$STEPS LOG=$LOG STEPS=$STEPS METHODS=dspark EXTRA=--compile D=$D \
   docs/results/train-long.sh
@@ -28,7 +28,7 @@ echo "== score $(date +%T)" >> "$LOG"
 for arm in shipped=draftsmith/drafters/pretrained/smollm2-dspark complete=$D/complete$STEPS/dspark; do
   for set in complete-ho=$D/complete-ho.jsonl held-out=$D/ho-96.jsonl; do
     echo "$arm $set $($DS score --method dspark --drafter "${arm#*=}" --answers "${set#*=}" --dtype bfloat16 \
-      --fixed-rows 0 2>/dev/null)" >> "$D/complete_ab_scores.txt"
+      --fixed-rows 0 --keep-unlearnable 2>/dev/null)" >> "$D/complete_ab_scores.txt"
   done
 done
 echo "== bench $(date +%T)" >> "$LOG"

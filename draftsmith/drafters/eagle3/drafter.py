@@ -55,14 +55,14 @@ class Eagle3Drafter(QueuedStates, Drafter):
         self.pending: list[dict] = []  # target states of rounds not fed yet
 
     @classmethod
-    def load_model(cls, target, drafter=None) -> Eagle3Model:
+    def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> Eagle3Model:
         """A loaded model or a trained directory (own format, or an SGLang / speculators export)."""
         if not drafter:
             raise DraftsmithError(
                 "method 'eagle3' needs --drafter DIR (a trained EAGLE-3 drafter; none ships with "
                 "draftsmith yet): train one with `draftsmith train --method eagle3`"
             )
-        return drafter if isinstance(drafter, Eagle3Model) else load_drafter(drafter, target)
+        return drafter if isinstance(drafter, Eagle3Model) else load_drafter(drafter, target, dtype)
 
     @classmethod
     def build(cls, target, drafter=None, k: int | None = None, **_) -> Eagle3Drafter:

@@ -54,12 +54,12 @@ class MedusaDrafter(Drafter):
         self.state: torch.Tensor | None = None  # [1, H] the newest target state
 
     @classmethod
-    def load_model(cls, target, drafter=None) -> MedusaModel:
+    def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> MedusaModel:
         if drafter is None:
             raise DraftsmithError(
                 "method 'medusa' needs --drafter DIR (heads trained with `draftsmith train --method medusa`)"
             )
-        return drafter if isinstance(drafter, MedusaModel) else load_medusa(drafter, target)
+        return drafter if isinstance(drafter, MedusaModel) else load_medusa(drafter, target, dtype)
 
     @classmethod
     def build(cls, target, drafter=None, k: int | None = None, **_) -> MedusaDrafter:

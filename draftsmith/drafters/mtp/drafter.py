@@ -57,12 +57,12 @@ class MTPDrafter(QueuedStates, Drafter):
         self.pending: list[dict] = []  # target states of rounds not fed yet
 
     @classmethod
-    def load_model(cls, target, drafter=None) -> MTPModel:
+    def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> MTPModel:
         """A loaded model, a directory trained here, or (no drafter given) the target's own module."""
         if isinstance(drafter, MTPModel):
             return drafter
         if drafter:
-            return load_mtp(drafter, target)
+            return load_mtp(drafter, target, dtype)
         model = load_shipped(target)
         if model is None:
             raise DraftsmithError(
