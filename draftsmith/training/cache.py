@@ -83,11 +83,17 @@ def learnable_pairs(
     full target pass (the most expensive kind, at full length) for a sequence with nothing to learn,
     and a held-out set scores it as an accepted length of 1. `limit` counts answer rows before the
     drop, so a limited cache holds the same answers as before. keep_all: every row, as caches were
-    built before session 22 (the documented held-out sets include such rows).
+    built before session 22 (the documented held-out sets include such rows). No row left: an error.
     """
     pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
     kept = pairs if keep_all else [(ids, mask) for ids, mask in pairs if any(mask)]
-    return kept, len(pairs) - len(kept)
+    dropped = len(pairs) - len(kept)
+    if not kept:
+        raise DraftsmithError(
+            f"{answers} has no prompt/answer rows with an answer inside --max-len {max_len}"
+            + (f" ({dropped} prompts are {max_len} tokens or longer)" if dropped else "")
+        )
+    return kept, dropped
 
 
 @torch.inference_mode()
@@ -186,11 +192,6 @@ def build_cache(
             )
         shards = old["shards"]
     pairs, dropped = learnable_pairs(target, answers, max_len, limit, keep_all)
-    if not pairs:
-        raise DraftsmithError(
-            f"{answers} has no prompt/answer rows with an answer inside --max-len {max_len}"
-            + (f" ({dropped} prompts are {max_len} tokens or longer)" if dropped else "")
-        )
     total_tokens = sum(len(ids) for ids, _ in pairs)
     size = total_tokens * bytes_per_token(len(layers), key["hidden_size"], dtype)
     if confirm is not None and not confirm(size, total_tokens, len(pairs)):
@@ -300,12 +301,7 @@ class OnlineData:
         self, target, answers: str | Path, layers: list[int], max_len: int = 1024, keep_all: bool = False
     ) -> None:
         self.target, self.layers = target, list(layers)
-        self.pairs, dropped = learnable_pairs(target, answers, max_len, keep_all=keep_all)
-        if not self.pairs:
-            raise DraftsmithError(
-                f"{answers} has no prompt/answer rows with an answer inside max_len {max_len}"
-                + (f" ({dropped} prompts are {max_len} tokens or longer)" if dropped else "")
-            )
+        self.pairs, _ = learnable_pairs(target, answers, max_len, keep_all=keep_all)
 
     def __len__(self) -> int:
         return len(self.pairs)
