@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 from conftest import ARCHS, VOCAB, tiny_model
@@ -225,23 +229,81 @@ def test_calibration_gives_a_monotone_plan_and_greedy_stays_exact():
     assert res.tokens == expected[0, len(ids) :].tolist()
 
 
-def test_calibrating_on_a_busy_cpu_says_how_to_measure_again(monkeypatch, caplog):
-    """A plan measured while another job runs is cached and steers later runs (once it took the
-    slower 1-token layout): calibrating under load warns with the command that measures again."""
-    import draftsmith.engine.lean_llama as lean
+def test_other_load_is_what_the_rest_of_the_machine_took(monkeypatch):
+    """Machine-wide busy ticks minus this process's own CPU time, over the machine's total time."""
+    import draftsmith.engine.cpu_load as cpu_load
 
-    monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.9)
+    hz = os.sysconf("SC_CLK_TCK")
+    ticks = iter([(0, 0), (30 * hz, 100 * hz)])  # 30 s busy of 100 s of CPU time
+    own = iter([1.0, 11.0])  # 10 s of it ours
+    monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: next(ticks))
+    monkeypatch.setattr(cpu_load, "_own_seconds", lambda: next(own))
+    with cpu_load.OtherLoad() as load:
+        pass
+    assert load.fraction == pytest.approx(0.2)
+
+
+def test_other_load_sees_other_processes_not_our_own_work():
+    import draftsmith.engine.cpu_load as cpu_load
+
+    if not os.path.exists("/proc/stat"):
+        pytest.skip("needs /proc/stat")
+    cores = os.cpu_count() or 1
+    n = min(cores, 8)
+    spin = "import time\nt = time.time()\nwhile time.time() - t < 1.0: pass"
+    with cpu_load.OtherLoad() as load:
+        procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
+        for p in procs:
+            p.wait()
+    assert load.fraction is not None and load.fraction > 0.5 * n / cores
+
+
+def test_a_step_table_timed_under_load_serves_the_run_but_is_not_cached(monkeypatch, tmp_path, caplog):
+    """A plan measured while another job ran was cached and steered every later run (session 22:
+    drafts of 1 token a round). Under load the table is used once, with the command that measures
+    again; on a quiet machine it is cached and reused."""
+    import draftsmith.engine.cpu_load as cpu_load
+
+    monkeypatch.setenv("DRAFTSMITH_DATA", str(tmp_path))
+    calls = []
+
+    class Loaded(cpu_load.OtherLoad):
+        def __exit__(self, *exc):
+            self.fraction = share
+
+    monkeypatch.setattr("draftsmith.engine.lean_llama.OtherLoad", Loaded)
+    runner = make_runner(tiny_model("llama"))
+    real = runner.calibrate
+    runner.calibrate = lambda: calls.append(1) or real(max_rows=4, context=16, repeats=1)
+    share = 0.6
     with caplog.at_level("WARNING", logger="draftsmith"):
-        lean.warn_if_busy("the batched step costs", "draftsmith calibrate --force --batch")
-    assert "draftsmith calibrate --force --batch" in caplog.text
+        cost = runner.calibrate_cached()
+    assert sorted(cost) == [1, 2, 3, 4] and runner.measured_cost == cost
+    assert "not cached" in caplog.text and "draftsmith calibrate --force" in caplog.text
+    assert not list((tmp_path / "calibration").glob("*.json"))
     caplog.clear()
-    monkeypatch.setattr(lean, "busy_fraction", lambda seconds=0.3: 0.05)
+    share = 0.01
     with caplog.at_level("WARNING", logger="draftsmith"):
-        lean.warn_if_busy("the step costs")
-    assert not caplog.text
-    monkeypatch.undo()
-    busy = lean.busy_fraction(0.05)
-    assert busy is None or 0.0 <= busy <= 1.0
+        runner.calibrate_cached()
+    assert not caplog.text and len(list((tmp_path / "calibration").glob("*.json"))) == 1
+    assert runner.calibrate_cached() == runner.measured_cost and len(calls) == 2  # reused
+
+
+def test_a_batched_table_timed_under_load_is_not_cached(monkeypatch, tmp_path, caplog):
+    import draftsmith.engine.batch_cost as batch_cost
+    import draftsmith.engine.cpu_load as cpu_load
+
+    class Loaded(cpu_load.OtherLoad):
+        def __exit__(self, *exc):
+            self.fraction = 0.7
+
+    monkeypatch.setenv("DRAFTSMITH_DATA", str(tmp_path))
+    monkeypatch.setattr(batch_cost, "OtherLoad", Loaded)
+    monkeypatch.setattr(batch_cost, "measure", lambda runner: "table")
+    with caplog.at_level("WARNING", logger="draftsmith"):
+        assert batch_cost.cached(make_runner(tiny_model("llama"))) == "table"
+    assert "calibrate --force --batch" in caplog.text
+    assert not (tmp_path / "calibration").exists() or not list((tmp_path / "calibration").iterdir())
 
 
 def test_the_lm_head_takes_its_own_layout_and_both_layouts_agree():

@@ -15,7 +15,8 @@ import json
 
 import torch
 
-from draftsmith.engine.lean_llama import LeanLlamaRunner, cpu_name, warn_if_busy
+from draftsmith.engine.cpu_load import OtherLoad, cacheable, cpu_name
+from draftsmith.engine.lean_llama import LeanLlamaRunner
 from draftsmith.engine.runner import now
 from draftsmith.engine.slots import SlotRunner
 from draftsmith.paths import data_dir
@@ -140,8 +141,10 @@ def cached(runner: LeanLlamaRunner, force: bool = False) -> BatchCost:
             return BatchCost.from_json(json.loads(path.read_text())["cost"])
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    warn_if_busy("the batched step costs", "draftsmith calibrate --force --batch")
-    cost = measure(runner)
+    with OtherLoad() as load:
+        cost = measure(runner)
+    if not cacheable(load, "the batched step costs", "draftsmith calibrate --force --batch"):
+        return cost
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

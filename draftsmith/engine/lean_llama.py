@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import platform
-import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from draftsmith.engine.cpu_load import OtherLoad, cacheable, cpu_name
 from draftsmith.engine.packing import pack_weight, packed_linear, packing_enabled
 from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput, now
 from draftsmith.errors import DraftsmithError
@@ -406,8 +403,10 @@ class LeanLlamaRunner(ModelRunner):
             return self.measured_cost
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        warn_if_busy("the step costs")
-        cost = self.calibrate()
+        with OtherLoad() as load:
+            cost = self.calibrate()
+        if not cacheable(load, "the step costs", "draftsmith calibrate --force"):
+            return cost
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
@@ -445,42 +444,3 @@ def auto_fixed_rows(runner: ModelRunner) -> int:
     if cost and n in cost and cost[n] > FIXED_ROWS_MAX_COST * cost[1]:
         return 2
     return n
-
-
-def busy_fraction(seconds: float = 0.3) -> float | None:
-    """Share of the CPU's time spent busy over the next `seconds` (/proc/stat), None where that
-    cannot be read. Instant, unlike the load average, which lags a finished job by minutes."""
-    def sample() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return idle, sum(fields)
-
-    try:
-        idle0, total0 = sample()
-        time.sleep(seconds)
-        idle1, total1 = sample()
-    except (OSError, ValueError, IndexError):
-        return None
-    return 1.0 - (idle1 - idle0) / max(total1 - total0, 1)
-
-
-def warn_if_busy(what: str, command: str = "draftsmith calibrate --force") -> None:
-    """Step timings taken while another job uses the CPU are kept (cached) and steer every later
-    run; say so when the machine is busy, with the command that measures again."""
-    busy = busy_fraction()
-    if busy is not None and busy > 0.5:
-        logging.getLogger("draftsmith").warning(
-            "measuring %s while the CPU is %.0f%% busy with other work: the table may be off; "
-            "rerun `%s` when the machine is idle",
-            what, 100 * busy, command,
-        )
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
