@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -244,18 +245,29 @@ def test_other_load_is_what_the_rest_of_the_machine_took(monkeypatch):
 
 
 def test_other_load_sees_other_processes_not_our_own_work():
+    """Against a baseline taken idle (so a job already running elsewhere does not decide it): child
+    processes spinning on every core add to the other load, this process spinning does not."""
     import draftsmith.engine.cpu_load as cpu_load
 
     if not os.path.exists("/proc/stat"):
         pytest.skip("needs /proc/stat")
     cores = os.cpu_count() or 1
     n = min(cores, 8)
+    with cpu_load.OtherLoad() as idle:
+        time.sleep(0.5)
     spin = "import time\nt = time.time()\nwhile time.time() - t < 1.0: pass"
-    with cpu_load.OtherLoad() as load:
+    with cpu_load.OtherLoad() as children:
         procs = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(n)]
         for p in procs:
             p.wait()
-    assert load.fraction is not None and load.fraction > 0.5 * n / cores
+    a = torch.randn(256, 256)
+    with cpu_load.OtherLoad() as own:  # this process busy on all its threads
+        t = time.perf_counter()
+        while time.perf_counter() - t < 0.5:
+            a @ a
+    assert None not in (idle.fraction, children.fraction, own.fraction)
+    assert children.fraction > min(idle.fraction + 0.3 * n / cores, 0.95)
+    assert own.fraction < idle.fraction + 0.25
 
 
 def test_a_step_table_timed_under_load_serves_the_run_but_is_not_cached(monkeypatch, tmp_path, caplog):
