@@ -283,6 +283,13 @@ def cmd_data(args: argparse.Namespace) -> int:
         print(json.dumps(stats, indent=1))
         return 0
 
+    if args.action == "dev":
+        from draftsmith.evaluation.dev_set import write_dev_prompts
+
+        suites = [s.strip() for s in args.suite.split(",") if s.strip()]
+        print(json.dumps(write_dev_prompts(suites, args.skip, args.n, args.out)))
+        return 0
+
     if args.action == "human":
         from draftsmith.training.human_text import human_pairs
 
@@ -665,7 +672,15 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("data", help="build training data: prompts, target-written answers, target cache")
-    p.add_argument("action", choices=["prompts", "regenerate", "human", "cache", "throughput"])
+    p.add_argument("action", choices=["prompts", "dev", "regenerate", "human", "cache", "throughput"])
+    p.add_argument(
+        "--suite",
+        default="humaneval,mtbench,gsm,alpaca",
+        help="dev: suites whose next items become bench-shaped dev prompts (one OUT/SUITE.jsonl each)",
+    )
+    p.add_argument(
+        "--skip", type=int, default=10, help="dev: items the bench decodes, left out (bench --limit)"
+    )
     p.add_argument("--code-share", type=float, default=0.5, help="human: fraction of code pairs (rest: chat)")
     p.add_argument(
         "--exclude", default=None, help="human: a prompts JSONL whose prompts are left out (held out)"
@@ -677,7 +692,7 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument(
         "--out", required=True, help="output directory (prompts, cache) or JSONL file (regenerate)"
     )
-    p.add_argument("--n", type=int, default=2000, help="prompts: how many")
+    p.add_argument("--n", type=int, default=2000, help="prompts: how many; dev: prompts per suite")
     p.add_argument("--user-jsonl", default=None, help="prompts: your own prompts to include")
     p.add_argument(
         "--mix",

@@ -157,3 +157,34 @@ def test_jsonl_empty_file(tmp_path, content):
     path.write_text(content)
     with pytest.raises(DraftsmithError, match="empty"):
         load_jsonl(path)
+
+
+def test_dev_prompts_follow_the_bench_items(tmp_path):
+    """Dev prompts are the items after the bench's first `skip`, never one the bench decodes."""
+    from draftsmith.evaluation.dev_set import write_dev_prompts
+    from draftsmith.training.regenerate import _prompts
+
+    counts = write_dev_prompts(["humaneval", "gsm"], 10, 5, tmp_path)
+    assert counts == {"humaneval": 5, "gsm": 5}
+    for suite in ("humaneval", "gsm"):
+        bench_ids = {p.id for p in load_suite(suite, 10)}
+        rows = _prompts(tmp_path / f"{suite}.jsonl")  # what `data regenerate --prompts` reads
+        assert [r["id"] for r in rows] == [p.id for p in load_suite(suite, 15)[10:]]
+        assert not bench_ids & {r["id"] for r in rows}
+        assert {r["category"] for r in rows} == {suite}
+    # gsm's dev items come from the templates the training prompts hold out (those of the first 50)
+    gsm_dev = load_suite("gsm", 15)[10:]
+    assert {p.meta["template"] for p in gsm_dev} <= gsm_eval_templates(50)
+
+
+def test_dev_prompts_bad_input(tmp_path):
+    from draftsmith.evaluation.dev_set import write_dev_prompts
+
+    with pytest.raises(DraftsmithError, match="no items past the first 80"):
+        write_dev_prompts(["humaneval", "mtbench"], 80, 5, tmp_path / "a")
+    assert not (tmp_path / "a").exists()  # nothing half-written
+    with pytest.raises(DraftsmithError, match="--n >= 1"):
+        write_dev_prompts(["mtbench"], 10, 0, tmp_path / "b")
+    short = tmp_path / "mine.jsonl"
+    short.write_text("".join(json.dumps({"id": i, "prompt": f"q{i}"}) + "\n" for i in range(12)))
+    assert write_dev_prompts([str(short)], 10, 5, tmp_path / "c") == {"mine": 2}

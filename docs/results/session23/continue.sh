@@ -4,10 +4,11 @@
 # (sessions 21-22's, after the 400 complete_ft.sh used)? Caches them (bf16, 1,024 tokens), continues
 # training from the shipped weights (`train --init-from`, lr 3e-4 WSD as complete_ft.sh), scores both
 # teacher-forced on the usual 64 held-out greedy answers, then benches both (default mode, 4 suites,
-# 10 prompts, 2 repeats, 128 tokens). Usage: D=/tmp/cont [N=1000] [STEPS=1500] continue.sh  (alone)
+# 10 prompts, 2 repeats, 128 tokens; METHODS adds arms, e.g. plain,ngram,dflash,dspark,dspark:cont,hybrid).
+# Usage: D=/tmp/cont [N=1000] [STEPS=1500] [METHODS=plain,dspark,dspark:cont] continue.sh  (alone)
 set -eu
 cd "$(git rev-parse --show-toplevel)"
-D=${D:-/tmp/cont}; N=${N:-1000}; STEPS=${STEPS:-1500}
+D=${D:-/tmp/cont}; N=${N:-1000}; STEPS=${STEPS:-1500}; METHODS=${METHODS:-plain,dspark,dspark:cont}
 DS=.venv/bin/draftsmith
 SHIPPED=draftsmith/drafters/pretrained/smollm2-dspark
 LOG=$D/run.log; mkdir -p "$D"
@@ -35,6 +36,6 @@ for arm in shipped=$SHIPPED cont=$D/cont; do
     --fixed-rows 0 2>/dev/null)" >> "$D/scores.txt"
 done
 echo "== bench $(date +%T)" >> "$LOG"
-$DS bench --methods plain,dspark,dspark:cont --drafter "dspark:cont=$D/cont" --suite humaneval,mtbench,gsm,alpaca \
+$DS bench --methods "$METHODS" --drafter "dspark:cont=$D/cont" --suite humaneval,mtbench,gsm,alpaca \
   --limit 10 --repeats 2 --max-new-tokens 128 --out "$D/bench.json" --markdown "$D/bench.md" > "$D/bench.log" 2>&1
 echo "== all done $(date +%T)" >> "$LOG"
