@@ -4,7 +4,8 @@
 # answers (continue.sh's). Arms: the shipped recipe from random init at Markov rank 64 and at rank
 # 256, and continuing the shipped DSpark (lr 3e-4), each watched every 250 steps on the dev cache,
 # then scored per suite on the dev answers.
-# Usage: TRAIN=/tmp/cont/cache DEV=/tmp/dev D=/tmp/ab dev_ab.sh   (alone; after bench_dev.sh and
+# ARMS picks arms (default "r64 r256 cont"; also soft: CE to the target's distribution, ce01: the
+# paper's CE weight 0.1). Usage: [ARMS=...] TRAIN=/tmp/cont/cache DEV=/tmp/dev D=/tmp/ab dev_ab.sh   (alone; after bench_dev.sh and
 # `draftsmith data cache --answers $DEV/all-answers.jsonl --out $DEV/cache --max-len 1024 --dtype bfloat16`)
 set -eu
 cd "$(git rev-parse --show-toplevel)"
@@ -18,8 +19,10 @@ declare -A extra=(
   [r64]="--lr 1e-3 --markov-rank 64"
   [r256]="--lr 1e-3 --markov-rank 256"
   [cont]="--lr 3e-4 --init-from draftsmith/drafters/pretrained/smollm2-dspark"
+  [soft]="--lr 1e-3 --markov-rank 64 --label soft"
+  [ce01]="--lr 1e-3 --markov-rank 64 --ce-weight 0.1"
 )
-for arm in r64 r256 cont; do
+for arm in ${ARMS:-r64 r256 cont}; do
   echo "== $arm $(date +%T)" >> "$D/run.log"
   # shellcheck disable=SC2086
   $DS train --method dspark "${common[@]}" ${extra[$arm]} --out "$D/$arm" >> "$D/train-$arm.log" 2>&1
