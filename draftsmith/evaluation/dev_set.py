@@ -38,8 +38,8 @@ def write_dev_prompts(
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
     counts = {}
-    for suite, items in picked.items():
-        name = Path(suite).stem if suite.endswith(".jsonl") else suite
+    for items in picked.values():
+        name = items[0].suite  # the registered name, or a user file's stem
         with open(root / f"{name}.jsonl", "w", encoding="utf-8") as f:
             for p in items:
                 f.write(json.dumps({"id": p.id, "prompt": p.text, "category": name}) + "\n")

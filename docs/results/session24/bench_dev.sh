@@ -4,11 +4,12 @@
 # the templates the training prompts hold out), has the target answer them greedily (128 tokens, as
 # the bench), and scores drafters teacher-forced on those answers per suite. Does it rank drafters as
 # the bench does, where held-out answers to training-mix prompts did not?
-# Usage: D=/tmp/dev [N=30] bench_dev.sh NAME=DRAFTER_DIR_OR_METHOD_DEFAULT ...   (alone on the machine)
+# Scores go to $SCORES (default $D/scores.txt); other scripts score their arms through this one.
+# Usage: D=/tmp/dev [N=30] [SCORES=FILE] bench_dev.sh NAME=DRAFTER_DIR_OR_METHOD_DEFAULT ...   (alone on the machine)
 # e.g. bench_dev.sh dspark=dspark dflash=dflash cont=dspark:/tmp/cont/cont
 set -eu
 cd "$(git rev-parse --show-toplevel)"
-D=${D:-/tmp/dev}; N=${N:-30}
+D=${D:-/tmp/dev}; N=${N:-30}; SCORES=${SCORES:-$D/scores.txt}
 DS=.venv/bin/draftsmith
 mkdir -p "$D"
 [ -s "$D/prompts/alpaca.jsonl" ] || $DS data dev --n "$N" --out "$D/prompts"
@@ -21,6 +22,6 @@ for arm in "$@"; do  # NAME=METHOD:DIR or NAME=METHOD (the shipped drafter)
   drafter=(); [ "$spec" != "$method" ] && drafter=(--drafter "${spec#*:}")
   for s in humaneval mtbench gsm alpaca; do
     echo "$name $s $($DS score --method "$method" "${drafter[@]}" --answers "$D/$s-answers.jsonl" \
-      --dtype bfloat16 --fixed-rows 0 2>/dev/null)" >> "$D/scores.txt"
+      --dtype bfloat16 --fixed-rows 0 2>/dev/null)" >> "$SCORES"
   done
 done

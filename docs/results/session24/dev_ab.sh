@@ -26,9 +26,6 @@ for arm in ${ARMS:-r64 r256 cont}; do
   echo "== $arm $(date +%T)" >> "$D/run.log"
   # shellcheck disable=SC2086
   $DS train --method dspark "${common[@]}" ${extra[$arm]} --out "$D/$arm" >> "$D/train-$arm.log" 2>&1
-  for s in humaneval mtbench gsm alpaca; do
-    echo "$arm $s $($DS score --method dspark --drafter "$D/$arm" --answers "$DEV/$s-answers.jsonl" \
-      --dtype bfloat16 --fixed-rows 0 2>/dev/null)" >> "$D/scores.txt"
-  done
+  SCORES=$D/scores.txt D=$DEV docs/results/session24/bench_dev.sh "$arm=dspark:$D/$arm"
 done
 echo "== done $(date +%T)" >> "$D/run.log"

@@ -25,8 +25,5 @@ $DS train --method dspark --cache "$D/cache-t07" --held-out-cache "$DEV/cache" -
   --anchors 64 --lr 1e-3 --markov-rank 64 --schedule wsd --decay 0.2 --ce-weight 0.5 --eval-every 250 \
   --save-every 250 --bf16 --save-dtype float16 --dtype bfloat16 --fixed-rows 0 --compile --out "$D/t07" \
   >> "$D/train-t07.log" 2>&1
-for s in humaneval mtbench gsm alpaca; do
-  echo "t07 $s $($DS score --method dspark --drafter "$D/t07" --answers "$DEV/$s-answers.jsonl" \
-    --dtype bfloat16 --fixed-rows 0 2>/dev/null)" >> "$D/scores.txt"
-done
+SCORES=$D/scores.txt D=$DEV docs/results/session24/bench_dev.sh "t07=dspark:$D/t07"
 echo "== done t07 $(date +%T)" >> "$D/run.log"
