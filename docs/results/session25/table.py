@@ -1,4 +1,7 @@
-"""Mean dev tau against the target's greedy choice (3 drafts; uncapped) per arm from bench_dev.sh score lines: NAME SUITE {json}. Usage: table.py SCORES..."""
+"""Mean dev tau per arm against the target's greedy choice (3 drafts, and uncapped).
+
+Reads bench_dev.sh score lines (NAME SUITE {json}). Usage: table.py SCORES...
+"""
 
 import json
 import sys
@@ -11,8 +14,9 @@ for path in sys.argv[1:]:
     for line in open(path):
         name, suite, rec = line.split(" ", 2)
         arms[(tag, name)][suite] = json.loads(rec)
-for name, s in arms.items():
+for (tag, name), s in arms.items():
     if all(x in s for x in SUITES):
         k3 = [s[x]["tau_greedy_k3"] for x in SUITES]
         full = sum(s[x]["tau_greedy"] for x in SUITES) / 4
-        print(f"| {name[0]} {name[1]} | {' / '.join(f'{v:.3f}' for v in k3)} / {sum(k3) / 4:.3f} | {full:.3f} |")
+        row = " / ".join(f"{v:.3f}" for v in k3)
+        print(f"| {tag} {name} | {row} / {sum(k3) / 4:.3f} | {full:.3f} |")
