@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from conftest import VOCAB, tiny_target
@@ -340,6 +342,23 @@ def test_vectorised_block_layout_equals_the_one_anchor_at_a_time_layout():
     want = _blocks_by_loop(ids, mask, anchors, 4, MASK_ID)
     for name, w in zip(("block_ids", "block_pos", "labels", "prev_ids", "mask"), want, strict=True):
         assert torch.equal(getattr(got, name), w), name
+
+
+def test_block_layout_moves_to_the_training_device_whole():
+    """A GPU trainer builds the layout next to its ids or moves it there: no field may stay behind
+    (the CUDA path once moved the features but not the layout)."""
+    g = torch.Generator().manual_seed(4)
+    ids = torch.randint(1, VOCAB, (2, 30), generator=g)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    greedy = torch.randint(1, VOCAB, (2, 30), generator=g)
+    batch = build_blocks(ids, mask, [torch.tensor([3, 9]), torch.tensor([5])], 4, MASK_ID, greedy)
+    moved = batch.to("meta")
+    tensors = [f.name for f in dataclasses.fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)]
+    assert "greedy_labels" in tensors and len(tensors) == len(dataclasses.fields(batch))
+    for name in tensors:
+        assert getattr(moved, name).device.type == "meta", name
+        assert getattr(moved, name).shape == getattr(batch, name).shape, name
+        assert getattr(batch, name).device.type == "cpu", name  # built where the ids live
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])

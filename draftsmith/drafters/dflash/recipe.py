@@ -175,7 +175,7 @@ class DFlashRecipe(Recipe):
         mask_id = model.cfg.mask_token_id
         batch, feats, final, lse = collate(seqs, opts.anchors, opts.block_size, mask_id, generator)
         device = model.fc.weight.device
-        return batch, feats.to(device), final.to(device), lse.to(device)
+        return batch.to(device), feats.to(device), final.to(device), lse.to(device)
 
     def loss(self, model: DFlashModel, batch, opts: DFlashOptions):
         blocks, feats, final, lse = batch

@@ -8,7 +8,7 @@ committed token, whose target hidden state does not exist yet).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +29,11 @@ class BlockBatch:
     target_pos: torch.Tensor  # [b, Q] a + k: where the target's own distribution for slot k lives
     greedy_labels: torch.Tensor | None = None  # [b, Q] the target's argmax at a + k (IGNORE where absent)
 
+    def to(self, device: torch.device | str) -> BlockBatch:
+        """The same layout on `device` (a GPU trainer builds it on the CPU from cached rows)."""
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v.to(device) for k, v in moved.items() if isinstance(v, torch.Tensor)})
+
 
 def build_blocks(
     ids: torch.Tensor,
@@ -45,20 +50,21 @@ def build_blocks(
     (exact on greedy answers; on other text only while the written tokens follow the greedy path).
     """
     b, t = ids.shape
+    dev = ids.device  # the layout is built where the ids live (a GPU run builds it there)
     n_anchor = max(1, max(len(a) for a in anchors))
     q = n_anchor * block_size
-    slot = torch.arange(block_size).repeat(n_anchor)
+    slot = torch.arange(block_size, device=dev).repeat(n_anchor)
     # one row per (sequence, anchor): padding anchors (short lists) have live = False
-    anc = torch.zeros(b, n_anchor, dtype=torch.long)
-    live = torch.zeros(b, n_anchor, dtype=torch.bool)
+    anc = torch.zeros(b, n_anchor, dtype=torch.long, device=dev)
+    live = torch.zeros(b, n_anchor, dtype=torch.bool, device=dev)
     for i, a in enumerate(anchors):
-        anc[i, : len(a)] = a
+        anc[i, : len(a)] = a.to(dev)
         live[i, : len(a)] = True
     a_slot = anc.repeat_interleave(block_size, 1)  # [b, q] each slot's anchor
     live_slot = live.repeat_interleave(block_size, 1)
     pos = a_slot + slot[None]  # a + k
     block_pos = torch.where(live_slot, pos, 0)
-    block_ids = torch.full((b, q), mask_token_id, dtype=torch.long)
+    block_ids = torch.full((b, q), mask_token_id, dtype=torch.long, device=dev)
     first = live_slot & (slot == 0)[None]
     block_ids[first] = torch.gather(ids, 1, a_slot)[first]
     nxt = pos + 1
@@ -68,10 +74,11 @@ def build_blocks(
     prev_ids = torch.where(live_slot & (pos < t), torch.gather(ids, 1, pos.clamp(max=t - 1)), 0)
     # context strictly before the anchor (none for padding blocks), and the own block both ways:
     # padding blocks attend to themselves only, so no softmax row is empty
-    ctx = torch.arange(t)[None, None] < torch.where(live_slot, a_slot, 0)[..., None]
-    own = (torch.arange(q)[:, None] // block_size) == (torch.arange(q)[None] // block_size)
+    ctx = torch.arange(t, device=dev)[None, None] < torch.where(live_slot, a_slot, 0)[..., None]
+    blk = torch.arange(q, device=dev) // block_size
+    own = blk[:, None] == blk[None]
     mask = torch.cat([ctx, own.expand(b, q, q)], -1)
-    ctx_pos = torch.arange(t).expand(b, t)
+    ctx_pos = torch.arange(t, device=dev).expand(b, t)
     target_pos = block_pos.clamp(max=t - 1)
     greedy_labels = None
     if greedy is not None:
