@@ -201,6 +201,7 @@ def regen(args) -> None:
             log(f"regen: {len(done_idx)} answers, {tokens} tokens, {tokens / el:.0f} tok/s, batch L {L}")
             lens = np.array([len(a) for a in done_ans], dtype=np.int64)
             save_npz(OUT / "answers.npz", prompt_index=np.array(done_idx, dtype=np.int64),
+                     prompt_len=np.array([off[i + 1] - off[i] for i in done_idx], dtype=np.int64),
                      ids=np.concatenate(done_ans) if done_ans else np.zeros(0, np.uint16),
                      offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
                      eos=np.array(done_fin, dtype=bool), seconds=np.array([el]))
@@ -257,7 +258,8 @@ def train(args) -> None:
     global NAME
     NAME = args.name
     dev = device()
-    target, c = load_target(torch.bfloat16, args.smoke)
+    # bf16 on the GPU; on a CPU (validation runs) transformers' bf16 linears are far slower than fp32
+    target, c = load_target(torch.bfloat16 if dev.type == "cuda" else torch.float32, args.smoke)
     cfg_d = json.loads((D1 / f"drafter-{args.method}.json").read_text())
     cfg_d.pop("format", None)
     if args.smoke:
@@ -269,8 +271,8 @@ def train(args) -> None:
         pool = pool[:200]
     held = np.load(D1 / "heldout.npz")
     sets = {"dev": unpack_ids(held, "dev_"), "ho": unpack_ids(held, "ho_")}
-    if args.smoke:
-        sets = {k: v[:4] for k, v in sets.items()}
+    if args.smoke or args.eval_limit:
+        sets = {k: v[: 4 if args.smoke else args.eval_limit] for k, v in sets.items()}
     # draft vocabulary: the most frequent learned tokens of the committed answers (as recipe.build)
     counts = np.zeros(cfg.target_vocab_size, dtype=np.int64)
     for s, m in pool:
@@ -360,6 +362,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-every", type=float, default=75)
     ap.add_argument("--save-every", type=float, default=90)
+    ap.add_argument("--eval-limit", type=int, default=0, help="held-out sequences per set (0: all)")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)

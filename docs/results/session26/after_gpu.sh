@@ -1,0 +1,19 @@
+#!/bin/bash
+# Issue 8, session 26: after the GPU run (README.md here): import its answers and drafters, score them
+# on the bench-shaped dev set against the shipped ones, fit STS on the new DSparks, then one
+# interleaved bench in the default mode (10 prompts x 4 suites x 2 repeats, 128 tokens).
+# Usage: R=RESULTS_DIR docs/results/session26/after_gpu.sh OUT_DIR   (nothing else running; ~1.5 h on 2 cores)
+set -eu
+cd "$(git rev-parse --show-toplevel)"
+R=${R:?R=the device results folder}; OUT=${1:?usage: after_gpu.sh OUT_DIR}; G=${G:-/tmp/gpu-drafters}
+mkdir -p "$OUT" "$G"
+.venv/bin/python docs/results/session26/import_results.py "$R" /tmp/prompts26.jsonl.gz \
+  data/smollm2/answers-train-t07-gpu.jsonl.gz "$G" | tee "$OUT/import.txt"
+for d in "$G"/dspark*; do
+  [ -f "$d/sts.json" ] || .venv/bin/draftsmith sts --drafter "$d" --limit 64 --max-new-tokens 96 > "$OUT/sts-$(basename "$d").md" 2>&1
+done
+D=${DEV:-/tmp/dev} SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
+  gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2"
+METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
+  BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
+  docs/results/bench-session8/run.sh "$OUT"
