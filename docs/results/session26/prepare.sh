@@ -30,9 +30,15 @@ case "${1:-}" in
     git diff --cached --quiet || { echo "commit or unstage first"; exit 2; }
     git rm -r -q --cached "${BIG[@]}"
     for d in "${BIG[@]}"; do echo "/$d/" >> "$ex"; done
+    mkdir -p .git/hooks
+    # a commit now would delete data/ docs/ tests/ from the project: refuse it until `restore`
+    printf '#!/bin/sh\necho "prepare.sh untrack is in effect: run docs/results/session26/prepare.sh restore first" >&2\nexit 1\n' \
+      > .git/hooks/pre-commit
+    chmod +x .git/hooks/pre-commit
     echo "travels: $(git ls-files | xargs du -bc | tail -1) + carried paths" ;;
   restore)
     git reset -q
+    rm -f .git/hooks/pre-commit
     grep -v -x -F -f <(printf '/%s/\n' "${BIG[@]}") "$ex" > "$ex.tmp" || true
     mv "$ex.tmp" "$ex"
     git status --short | head ;;
