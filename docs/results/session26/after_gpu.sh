@@ -12,7 +12,18 @@ mkdir -p "$OUT" "$G"
 for d in "$G"/dspark*; do
   [ -f "$d/sts.json" ] || .venv/bin/draftsmith sts --drafter "$d" --limit 64 --max-new-tokens 96 > "$OUT/sts-$(basename "$d").md" 2>&1
 done
-D=${DEV:-/tmp/dev} SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
+DEV=${DEV:-/tmp/dev}; mkdir -p "$DEV/prompts"
+# the committed dev answers (session 24), laid out as bench_dev.sh reads them: no regeneration
+.venv/bin/python - "$DEV" <<'PY'
+import gzip, json, sys
+rows = [json.loads(x) for x in gzip.open("docs/results/session24/dev/answers.jsonl.gz", "rt")]
+for s in ("humaneval", "mtbench", "gsm", "alpaca"):
+    with open(f"{sys.argv[1]}/{s}-answers.jsonl", "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows if r["category"] == s)
+PY
+[ -s "$DEV/prompts/alpaca.jsonl" ] || echo '{"prompt": "(answers are committed)"}' > "$DEV/prompts/alpaca.jsonl"
+# DTYPE=float32 on a CPU without native bf16 (bench_dev.sh)
+D=$DEV SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
   gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2"
 METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
   BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
