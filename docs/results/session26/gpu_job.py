@@ -42,8 +42,10 @@ from target_pack import unpack  # noqa: E402
 from draftsmith.drafters.dflash.checkpoint import save_drafter  # noqa: E402
 from draftsmith.drafters.dflash.config import DFlashConfig  # noqa: E402
 from draftsmith.drafters.dflash.model import DFlashModel  # noqa: E402
+from draftsmith.drafters.dflash.recipe import DFlashOptions, DFlashRecipe  # noqa: E402
 from draftsmith.drafters.dflash.training import block_loss, build_blocks  # noqa: E402
 from draftsmith.training.anchors import sample_anchors  # noqa: E402
+from draftsmith.training.cache import Sequence  # noqa: E402
 
 D1, D2 = ROOT / ".dev1", ROOT / ".dev2"
 OUT = Path(os.environ.get("OUT", "/tmp/gpu_out"))
@@ -153,6 +155,16 @@ def regen(args) -> None:
     torch.manual_seed(args.seed)
     done_idx, done_ans, done_fin, part = [], [], [], 0
     tokens, t_start = 0, time.time()
+    last_save = t_start
+
+    def save_answers() -> None:
+        lens = np.array([len(a) for a in done_ans], dtype=np.int64)
+        save_npz(OUT / "answers.npz", prompt_index=np.array(done_idx, dtype=np.int64),
+                 prompt_len=np.array([off[i + 1] - off[i] for i in done_idx], dtype=np.int64),
+                 ids=np.concatenate(done_ans) if done_ans else np.zeros(0, np.uint16),
+                 offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+                 eos=np.array(done_fin, dtype=bool), seconds=np.array([time.time() - t_start]))
+
     chunk = args.batch * 4
     for c0 in range(0, n, chunk):
         idx = list(range(c0, min(n, c0 + chunk)))
@@ -188,9 +200,9 @@ def regen(args) -> None:
                 tokens += len(a)
                 s = np.concatenate([prompts[j], a, [eos] if fin else []]).astype(np.uint16)[:1024]
                 m = np.concatenate([np.zeros(len(prompts[j]), bool), np.ones(len(s) - len(prompts[j]), bool)])
-                if m[: len(s)].any():
+                if m.any():
                     seqs.append(s)
-                    masks.append(m[: len(s)])
+                    masks.append(m)
             if seqs:  # hand this batch to the trainers
                 lengths = [len(s) for s in seqs]
                 save_npz(REGEN / f"part-{part:05d}.npz", ids=np.concatenate(seqs),
@@ -199,14 +211,12 @@ def regen(args) -> None:
                 part += 1
             el = time.time() - t_start
             log(f"regen: {len(done_idx)} answers, {tokens} tokens, {tokens / el:.0f} tok/s, batch L {L}")
-            lens = np.array([len(a) for a in done_ans], dtype=np.int64)
-            save_npz(OUT / "answers.npz", prompt_index=np.array(done_idx, dtype=np.int64),
-                     prompt_len=np.array([off[i + 1] - off[i] for i in done_idx], dtype=np.int64),
-                     ids=np.concatenate(done_ans) if done_ans else np.zeros(0, np.uint16),
-                     offsets=np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
-                     eos=np.array(done_fin, dtype=bool), seconds=np.array([el]))
+            if time.time() - last_save > 30:  # a cut-off run still brings its answers back
+                save_answers()
+                last_save = time.time()
         if time.time() - t_start > args.budget:
             break
+    save_answers()
     log(f"regen done: {len(done_idx)} answers, {tokens} tokens in {time.time() - t_start:.0f} s")
 
 
@@ -230,26 +240,20 @@ def pack_out(model, name: str, rows: list, tmpdir: Path) -> None:
     os.replace(tmp, OUT / f"{name}.tgz")
 
 
-KEYS = (("tau_greedy_k3", "tau_greedy_k3"), ("tau_greedy", "tau_greedy"), ("tau_k3", "tau_est_k3"))
-
-
 @torch.no_grad()
-def evaluate(model, target, sets: dict, layers: list[int], block: int) -> dict[str, float]:
-    """Teacher-forced held-out tau at 64 anchors a sequence (the CPU `score`'s anchors, seed 12345)."""
+def evaluate(model, target, sets: dict, layers: list[int]) -> dict[str, float]:
+    """Held-out tau by the package's own teacher-forced evaluation (what `draftsmith score` reports:
+    64 anchors a sequence, seed 12345), on target states computed here."""
+    recipe, opts = DFlashRecipe(model.cfg.method), DFlashOptions(anchors=64)
     res = {}
     model.eval()
     for key, seqs in sets.items():
-        g = torch.Generator().manual_seed(12345)
-        acc = {"tau_greedy_k3": 0.0, "tau_greedy": 0.0, "tau_k3": 0.0}
+        rows = []
         for s, m in seqs:
-            ids, feats, final, lse, greedy = target_states(target, [s], layers)
-            mask = torch.from_numpy(m)[None].to(ids.device)
-            anchors = [sample_anchors(torch.from_numpy(m), 64, g)]
-            b = build_blocks(ids, mask, anchors, block, model.cfg.mask_token_id, greedy)
-            _, met = block_loss(model, b, feats, final, target_lse=lse)
-            for k2, k1 in KEYS:
-                acc[k2] += met[k1]
-        res.update({f"{key}_{k}": round(v / max(1, len(seqs)), 4) for k, v in acc.items()})
+            ids, feats, final, lse, greedy = (x[0].cpu() for x in target_states(target, [s], layers))
+            rows.append(Sequence(ids, torch.from_numpy(m), feats, final, lse, greedy))
+        taus = recipe.evaluate(model, rows, opts)
+        res.update({f"{key}_{k}": round(v, 4) for k, v in taus.items()})
     model.train()
     return res
 
@@ -331,7 +335,7 @@ def train(args) -> None:
                **{k: round(v, 4) for k, v in met.items()}}
         now = time.time()
         if now - last_eval > args.eval_every or step == 1:
-            row.update(evaluate(model, target, sets, layers, cfg.block_size))
+            row.update(evaluate(model, target, sets, layers))
             last_eval = time.time()
             log(json.dumps(row))
         rows.append(row)
@@ -341,7 +345,7 @@ def train(args) -> None:
         if args.smoke and step >= 3:
             break
     row = rows[-1] if rows else {"step": 0}
-    row.update(evaluate(model, target, sets, layers, cfg.block_size))
+    row.update(evaluate(model, target, sets, layers))
     log("final " + json.dumps(row))
     pack_out(model, args.name, rows, tmpdir)
     log(f"saved {args.name}: {step} steps")

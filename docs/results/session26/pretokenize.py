@@ -47,7 +47,8 @@ def main(prompts_path: str, out1: str, out2: str, max_prompt: int = 768) -> None
     for name in TRAIN:
         pairs += sequences(target, DATA / f"{name}.jsonl.gz")
         seen |= {r["prompt"] for r in iter_pairs(DATA / f"{name}.jsonl.gz")}
-    np.savez_compressed(o1 / "seqs.npz", **pack(pairs))
+    train = pack(pairs)
+    np.savez_compressed(o1 / "seqs.npz", **train)
     dev = sequences(target, Path("docs/results/session24/dev/answers.jsonl.gz"))
     held = sequences(target, DATA / "answers-held-out-t0.jsonl.gz", 64)
     np.savez_compressed(o1 / "heldout.npz", **{f"dev_{k}": v for k, v in pack(dev).items()},
@@ -74,7 +75,7 @@ def main(prompts_path: str, out1: str, out2: str, max_prompt: int = 768) -> None
     np.savez_compressed(o2 / "prompts.npz", ids=packed["ids"], offsets=packed["offsets"])
     with gzip.open(o2 / "prompts.jsonl.gz", "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in keep)
-    n_ans = int(sum(m.sum() for m in [pack(pairs)["mask"]]))
+    n_ans = int(train["mask"].sum())
     print(f"train sequences {len(pairs)} ({n_ans} learned tokens); dev {len(dev)}, held-out {len(held)}; "
           f"prompts {len(keep)} (non-math {sum(r['category'] != 'math' for r in keep)}, "
           f"answered before {sum(r['answered_before'] for r in keep)})")

@@ -75,8 +75,6 @@ def unpack(paths: list[str], config: dict) -> dict[str, torch.Tensor]:
 
 
 def pack(out_a: str, out_b: str, config_out: str) -> None:
-    import glob
-
     from gguf import GGUFReader
 
     from draftsmith.models.loading import default_target_file
@@ -96,7 +94,6 @@ def pack(out_a: str, out_b: str, config_out: str) -> None:
             acc += items[n][2].numel()
     torch.save(half, out_a)
     torch.save({n: v for n, v in items.items() if n not in half}, out_b)
-    del glob
     from draftsmith.models.target import Target
 
     t = Target.load(dtype="float32", calibrate=False)

@@ -31,8 +31,8 @@ class BlockBatch:
 
     def to(self, device: torch.device | str) -> BlockBatch:
         """The same layout on `device` (a GPU trainer builds it on the CPU from cached rows)."""
-        moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return replace(self, **{k: v.to(device) for k, v in moved.items() if isinstance(v, torch.Tensor)})
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return replace(self, **{k: v.to(device) for k, v in values.items() if v is not None})
 
 
 def build_blocks(
