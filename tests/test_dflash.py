@@ -25,7 +25,12 @@ MASK_ID = 0
 
 
 def make_drafter(
-    target: Target, dspark: bool, block: int = 4, draft_vocab: int | None = None, anchor_context: bool = False
+    target: Target,
+    dspark: bool,
+    block: int = 4,
+    draft_vocab: int | None = None,
+    anchor_context: bool = False,
+    markov_state: int = 0,
 ) -> DFlashModel:
     c = target.model.config
     cfg = DFlashConfig(
@@ -40,6 +45,7 @@ def make_drafter(
         block_size=block,
         draft_vocab_size=draft_vocab,
         markov_rank=8 if dspark else 0,
+        markov_state=markov_state,
         confidence=dspark,
         anchor_context=anchor_context,
         method="dspark" if dspark else "dflash",
@@ -48,6 +54,9 @@ def make_drafter(
     )
     model = DFlashModel(cfg)
     model.init_weights(0)
+    if markov_state:  # a live state update (it starts as a no-op), so the tests see its effect
+        with torch.no_grad():
+            model.state_out.weight.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(3))
     if draft_vocab:
         model.d2t = torch.arange(VOCAB - draft_vocab, VOCAB)  # a reduced vocabulary (the top ids)
     model.attach_target(
@@ -181,11 +190,14 @@ def test_save_load_round_trip_and_target_check(tmp_path, dspark):
 
 
 @pytest.mark.parametrize(
-    "dspark,draft_vocab,anchor_context", [(False, None, False), (True, None, False), (True, 64, True)]
+    "dspark,draft_vocab,anchor_context,markov_state",
+    [(False, None, False, 0), (True, None, False, 0), (True, 64, True, 0), (True, 64, False, 16)],
 )
-def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab, anchor_context):
+def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab, anchor_context, markov_state):
     target = tiny_target()
-    model = make_drafter(target, dspark, draft_vocab=draft_vocab, anchor_context=anchor_context)
+    model = make_drafter(
+        target, dspark, draft_vocab=draft_vocab, anchor_context=anchor_context, markov_state=markov_state
+    )
     cls = DSparkDrafter if dspark else DFlashDrafter
     drafter = cls.build(target, drafter=model)
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
@@ -205,12 +217,15 @@ def test_wrong_method_for_checkpoint_is_refused():
         DSparkDrafter.build(target)
 
 
-@pytest.mark.parametrize("dspark,anchor_context", [(False, False), (True, False), (True, True)])
-def test_inference_drafts_equal_the_training_path(dspark, anchor_context):
+@pytest.mark.parametrize(
+    "dspark,anchor_context,markov_state",
+    [(False, False, 0), (True, False, 0), (True, True, 0), (True, False, 16)],
+)
+def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov_state):
     """What the drafter proposes while decoding is what training optimised: for every round, the
     training layout (context before the anchor, anchored block) gives the same greedy draft."""
     target = tiny_target()
-    model = make_drafter(target, dspark, block=5, anchor_context=anchor_context)
+    model = make_drafter(target, dspark, block=5, anchor_context=anchor_context, markov_state=markov_state)
     if anchor_context:  # a visible anchor-state path: without it the test could pass with it ignored
         with torch.no_grad():
             model.fc.weight.mul_(4.0)
@@ -233,12 +248,14 @@ def test_inference_drafts_equal_the_training_path(dspark, anchor_context):
             batch = build_blocks(
                 tokens[None], torch.ones(1, len(tokens), dtype=torch.bool), [torch.tensor([a])], 5, MASK_ID
             )
-            logits = model.base_logits(block_forward(model, batch, feats))[0]
-            prev = model.prev_index(tokens[-1:])[0]
+            states = block_forward(model, batch, feats)[0]
+            prev_id = tokens[-1]
             for s, want in enumerate(draft.tolist()):
-                slot = logits[s] + model.markov_bias(prev) if dspark else logits[s]
-                prev = slot.argmax()
-                assert int(model.d2t[prev]) == want
+                logits = model.base_logits(model.step_states(states[s], prev_id))
+                prev = model.prev_index(prev_id)
+                slot = logits + model.markov_bias(prev) if dspark else logits
+                prev_id = model.d2t[slot.argmax()]
+                assert int(prev_id) == want
 
 
 def test_greedy_labels_score_what_greedy_decoding_accepts():

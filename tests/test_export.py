@@ -289,12 +289,13 @@ def test_what_a_format_cannot_carry_is_refused_by_name(tmp_path, fmt, kwargs, ma
     assert not (tmp_path / "x").exists()
 
 
-def test_anchor_context_is_refused(tmp_path):
+@pytest.mark.parametrize("feature,value", [("anchor_context", True), ("markov_state", 16)])
+def test_draftsmith_only_features_are_refused(tmp_path, feature, value):
     target = tiny_target()
     model = make(target)
-    model.cfg.anchor_context = True
+    setattr(model.cfg, feature, value)
     for fmt in FORMATS:
-        with pytest.raises(DraftsmithError, match="anchor_context"):
+        with pytest.raises(DraftsmithError, match=feature):
             export_drafter(model, fmt, tmp_path / fmt, verifier(target))
 
 

@@ -203,6 +203,18 @@ def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(
     wider = TrainConfig.from_flat(**{**cfg.flat(), "markov_rank": 16})
     with pytest.raises(DraftsmithError, match="another drafter.*markov_in.weight"):
         warm_start(recipe.build(target, wider.options, LAYERS, cache), recipe, target, first)
+    # a serial state update may be grown on a trained DSpark: it starts as a no-op, the rest loads
+    stateful = TrainConfig.from_flat(**{**cfg.flat(), "markov_state": 8}).options
+    grown = recipe.build(target, stateful, LAYERS, cache)
+    warm_start(grown, recipe, target, first)
+    for k, v in trained.items():
+        torch.testing.assert_close(grown.state_dict()[k], v)
+    assert not grown.state_out.weight.any() and grown.cfg.markov_state == 8
+    states = torch.randn(3, grown.cfg.hidden_size)
+    torch.testing.assert_close(grown.step_states(states, torch.tensor([3, 4, 5])), states)
+    recipe.save(grown, tmp_path / "grown", None)  # and the reverse would drop trained weights: refused
+    with pytest.raises(DraftsmithError, match="another drafter.*state_in"):
+        warm_start(recipe.build(target, opts, LAYERS, cache), recipe, target, str(tmp_path / "grown"))
     flash = _tiny_block_config("dflash", steps=3)
     with pytest.raises(DraftsmithError, match="DSpark drafter; use --method dspark"):
         warm_start(flash.recipe.build(target, flash.options, LAYERS, cache), flash.recipe, target, first)

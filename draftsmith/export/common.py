@@ -93,6 +93,8 @@ def require(cfg: DFlashConfig, fmt: str, **limits: bool) -> None:
     """Refuse, by feature name, what format `fmt` cannot carry (keyword = feature, value = present)."""
     reasons = {
         "anchor_context": "adds the anchor's context state to every block input (anchor_context)",
+        "markov_state": "updates each slot's state from the previous token (markov_state), which no "
+        "serving engine's DSpark has",
         "no_qk_norm": "has no per-head q/k RMSNorm (every public DFlash/DSpark draft layer is Qwen3-style "
         "and normalises q and k; train with qk_norm to export)",
         "reduced_vocab": "drafts from a reduced draft vocabulary (d2t), and this format has no draft "
@@ -116,7 +118,11 @@ def require(cfg: DFlashConfig, fmt: str, **limits: bool) -> None:
 
 def common_limits(model: DFlashModel) -> dict[str, bool]:
     """The features no format can carry, as `require` keywords."""
-    return {"anchor_context": model.cfg.anchor_context, "no_qk_norm": not model.cfg.qk_norm}
+    return {
+        "anchor_context": model.cfg.anchor_context,
+        "markov_state": bool(model.cfg.markov_state),
+        "no_qk_norm": not model.cfg.qk_norm,
+    }
 
 
 def read_config(path: Path) -> dict | None:

@@ -46,6 +46,10 @@ class DFlashConfig:
     draft_vocab_size: int | None = None  # None: the full target vocabulary
     markov_rank: int = 0  # DSpark: low-rank previous-token bias W2 W1[x_(k-1)]
     confidence: bool = False  # DSpark: per-slot acceptance predictor
+    # DSpark: width of a serial state update from the previous token (0 = off: the paper's bias only).
+    # Slot k's state gets W_out silu(W_in [s_k ; E[x_(k-1)]]) added before the head, so the previous
+    # token can shift the whole distribution, depending on the context, not only by a bigram bias.
+    markov_state: int = 0
     gamma: float = 4.0  # position-decay of the loss weights, w_k = exp(-(k-1)/gamma)
     anchor_context: bool = False  # add the fused context state at anchor - 1 to every block input
     # Options that public checkpoints need (draftsmith.export); the defaults are draftsmith's own layout.
@@ -64,6 +68,8 @@ class DFlashConfig:
             raise DraftsmithError("a drafter needs at least one target layer")
         if self.num_heads % self.num_kv_heads:
             raise DraftsmithError("num_heads must be a multiple of num_kv_heads")
+        if self.markov_state < 0 or (self.markov_state and not self.markov_rank):
+            raise DraftsmithError("markov_state (a serial state update) needs DSpark's markov_rank > 0")
         if self.markov_vocab not in ("draft", "target"):
             raise DraftsmithError(f"markov_vocab must be 'draft' or 'target', got {self.markov_vocab!r}")
 

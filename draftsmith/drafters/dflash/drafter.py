@@ -215,7 +215,8 @@ class DFlashDrafter(Drafter):
         if cfg.anchor_context:
             anchor_ctx = torch.cat([d.last_ctx for d in drafters]).expand(n, b, -1)
         states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx)[:, s0 : s0 + depth]
-        base = m.base_logits(states).float()  # [n, depth, Vd]
+        serial = bool(cfg.markov_state)  # the previous token updates each slot's state: one head read a slot
+        base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None
         chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
         dists: list[list[torch.Tensor]] = [[] for _ in drafters]
@@ -223,12 +224,14 @@ class DFlashDrafter(Drafter):
         live = [k > 0 for k in ks]
         for d in drafters:
             d.confidences, d.confidence_logits = [], []
-        prev = m.prev_index(last)
+        prev, prev_ids = m.prev_index(last), last
         for s in range(depth):
             rows = m.markov_in(prev) if cfg.markov_rank else None  # looked up once for both heads
-            logits = base[:, s] + m.markov_bias(prev, rows).float() if cfg.markov_rank else base[:, s]
+            slot_states = m.step_states(states[:, s], prev_ids) if serial else states[:, s]
+            slot_base = m.base_logits(slot_states).float() if serial else base[:, s]
+            logits = slot_base + m.markov_bias(prev, rows).float() if cfg.markov_rank else slot_base
             if cfg.confidence:
-                conf = m.confidence_logit(states[:, s], prev, rows).float().tolist()
+                conf = m.confidence_logit(slot_states, prev, rows).float().tolist()
             picks = logits.argmax(-1)  # sampled rows overwrite theirs
             for i, d in enumerate(drafters):
                 live[i] = live[i] and s < ks[i]
@@ -248,7 +251,7 @@ class DFlashDrafter(Drafter):
                 chosen[i].append(picks[i])
             if not any(live):
                 break
-            prev = m.draft_row(picks)
+            prev, prev_ids = m.draft_row(picks), m.d2t[picks] if serial else None
         drafts = []
         for i in range(n):
             out = m.d2t[torch.stack(chosen[i])] if chosen[i] else torch.empty(0, dtype=torch.long, device=dev)

@@ -120,6 +120,14 @@ class DraftLayer(nn.Module):
 class DFlashModel(nn.Module):
     """Trainable drafter weights plus frozen views of the target's embedding and lm_head."""
 
+    ZERO_START = ("markov_out", "state_out")
+    """Weights that start at zero, so a head added to a trained drafter starts as a no-op."""
+    GROWABLE = ("state_in", "state_out")
+    """Weights a fine-tune may add to a drafter that lacks them (`train --init-from`): they start as
+    a no-op, so the fine-tune begins from the loaded drafter's own predictions."""
+    GROWABLE_CONFIG = ("markov_state",)
+    """Config fields that switch those weights on (0 in a drafter that lacks them)."""
+
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()
         self.cfg = cfg
@@ -137,6 +145,10 @@ class DFlashModel(nn.Module):
             self.markov_in = nn.Embedding(rows, cfg.markov_rank)
             self.markov_out = nn.Linear(cfg.markov_rank, vd, bias=False)
             nn.init.zeros_(self.markov_out.weight)  # start as plain DFlash
+        if cfg.markov_state:
+            self.state_in = nn.Linear(2 * h, cfg.markov_state)
+            self.state_out = nn.Linear(cfg.markov_state, h, bias=False)
+            nn.init.zeros_(self.state_out.weight)  # starts as a no-op: a fine-tune of a DSpark grows it
         if cfg.confidence:
             self.conf = nn.Linear(h + cfg.markov_rank, 1)
         self.embed: torch.Tensor | None = None  # [V, H] frozen target embedding
@@ -177,6 +189,14 @@ class DFlashModel(nn.Module):
         for layer, (k, v) in zip(self.layers, ctx_kv, strict=True):
             x = layer(x, pos, k, v, mask)
         return self.norm(x)
+
+    def step_states(self, states: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor:
+        """Slot states [..., H] updated by the token before each slot (target ids prev_ids [...]):
+        the serial part of DSpark that reaches the full head (identity without markov_state)."""
+        if not self.cfg.markov_state:
+            return states
+        x = torch.cat([states, F.embedding(prev_ids, self.embed).to(states.dtype)], -1)
+        return states + self.state_out(F.silu(self.state_in(x)))
 
     def base_logits(self, states: torch.Tensor) -> torch.Tensor:
         return read_head(states, self)
@@ -248,6 +268,6 @@ class DFlashModel(nn.Module):
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
         for name, p in self.named_parameters():
-            if p.dim() == 2 and "markov_out" not in name:
+            if p.dim() == 2 and not name.startswith(self.ZERO_START):
                 with torch.no_grad():
                     p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(p.shape[1]))

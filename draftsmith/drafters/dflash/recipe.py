@@ -27,6 +27,10 @@ class DFlashOptions:
     block_size: int = field(default=7, metadata={"help": "slots per block (anchor + drafts)"})
     num_layers: int = field(default=1, metadata={"flag": "--layers", "help": "draft decoder layers"})
     markov_rank: int = field(default=64, metadata={"help": "DSpark: rank of the Markov head"})
+    markov_state: int = field(
+        default=0,
+        metadata={"help": "DSpark: width of a serial state update from the previous token (0 = off)"},
+    )
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
     gamma: float = field(default=4.0, metadata={"help": "loss weight decay over slots, exp(-(k-1)/gamma)"})
     init: str = field(
@@ -59,6 +63,8 @@ class DFlashOptions:
     )
 
     def __post_init__(self) -> None:
+        if self.markov_state < 0:
+            raise DraftsmithError(f"markov_state must be >= 0, got {self.markov_state}")
         for name in ("anchors", "num_layers"):
             if getattr(self, name) < 1:
                 raise DraftsmithError(f"{name} must be >= 1")
@@ -94,6 +100,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
         rope_theta=float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0))),
         draft_vocab_size=opts.draft_vocab,
         markov_rank=opts.markov_rank if dspark else 0,
+        markov_state=opts.markov_state if dspark else 0,
         confidence=dspark,
         gamma=opts.gamma,
         anchor_context=opts.anchor_context,

@@ -135,7 +135,7 @@ def block_loss(
     capped at CAPPED_DRAFT.
     """
     cfg = model.cfg
-    states = block_forward(model, batch, features)
+    states = model.step_states(block_forward(model, batch, features), batch.prev_ids)  # teacher forcing
     logits = model.base_logits(states).float()
     prev_idx = model.prev_index(batch.prev_ids)
     if cfg.markov_rank:
