@@ -24,7 +24,8 @@ PY
 [ -s "$DEV/prompts/alpaca.jsonl" ] || echo '{"prompt": "(answers are committed)"}' > "$DEV/prompts/alpaca.jsonl"
 # DTYPE=float32 on a CPU without native bf16 (bench_dev.sh)
 D=$DEV SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
-  gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2"
+  gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2" \
+  gpu-state=dspark:"$G/dspark-state"
 METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
   BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
   docs/results/bench-session8/run.sh "$OUT"

@@ -266,6 +266,8 @@ def train(args) -> None:
     target, c = load_target(torch.bfloat16 if dev.type == "cuda" else torch.float32, args.smoke)
     cfg_d = json.loads((D1 / f"drafter-{args.method}.json").read_text())
     cfg_d.pop("format", None)
+    if args.markov_state:  # session 27's serial state update, from scratch at GPU scale
+        cfg_d["markov_state"] = args.markov_state
     if args.smoke:
         cfg_d["target_layers"] = [0, 1]
     cfg = DFlashConfig(**cfg_d)
@@ -362,6 +364,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--anchors", type=int, default=256)
     ap.add_argument("--ce-weight", type=float, default=0.5)
+    ap.add_argument("--markov-state", type=int, default=0, help="DSpark: width of the serial state update")
     ap.add_argument("--max-new", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-every", type=float, default=75)
@@ -378,8 +381,9 @@ def main() -> None:
         args.batch, args.max_new = 4, 8
         regen(args)
         args.batch, args.anchors = 2, 16
-        for method in ("dspark", "dflash"):
-            args.method, args.name = method, f"smoke-{method}"
+        for method, state in (("dspark", 0), ("dflash", 0), ("dspark", 64)):
+            args.method, args.markov_state = method, state
+            args.name = f"smoke-{method}" + (f"-state{state}" if state else "")
             train(args)
         log("smoke OK")
         return
