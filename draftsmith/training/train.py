@@ -120,13 +120,13 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> N
     refused by name, not half-loaded. Loaded in fp32: the stored weights, not a bf16 rounding."""
     loaded = recipe.load(target, source, dtype=torch.float32)  # refuses a missing / foreign drafter
     src, own = loaded.state_dict(), model.state_dict()
-    grown = tuple(getattr(model, "GROWABLE", ()))  # new heads that start as a no-op may be added
+    # heads this fine-tune adds (they start as a no-op, so the run begins at the loaded drafter)
+    grown = {k for k in own if k not in src and k.startswith(tuple(getattr(model, "GROWABLE", ())))}
     bad = [
         f"{k}: {tuple(src[k].shape) if k in src else 'missing'} in {source}, "
         f"{tuple(own[k].shape) if k in own else 'absent'} here"
-        for k in sorted(set(src) | set(own))
-        if (k not in src or k not in own or src[k].shape != own[k].shape)
-        and not (k not in src and k in own and k.startswith(grown))
+        for k in sorted((set(src) | set(own)) - grown)
+        if k not in src or k not in own or src[k].shape != own[k].shape
     ]
     theirs, ours = getattr(loaded, "cfg", None), getattr(model, "cfg", None)
     if is_dataclass(theirs) and is_dataclass(ours):
@@ -144,7 +144,7 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> N
             f"--init-from {source}: these options build another drafter ({'; '.join(bad[:4])}"
             f"{'; ...' if len(bad) > 4 else ''}); pass the settings in its config.json"
         )
-    # every key was checked above; the grown ones keep their no-op start
+    # every key but the grown ones was checked above; those keep their no-op start
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in src.items()}, strict=False)
     recipe.attach(model, target)
 
