@@ -100,6 +100,14 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
         default=0.0,
         help="dspark: stop a draft once the predicted prefix survival falls below this",
     )
+    g.add_argument(
+        "--lookup-bonus",
+        action="append",
+        default=None,
+        help="hybrid: logit bonus DSpark's walk gives the token that followed an earlier occurrence of "
+        "the current suffix (default 4; 0 = only the hard switch to lookup on long matches), or "
+        "METHOD=VALUE for one method or bench variant (repeatable, e.g. --lookup-bonus hybrid:hard=0)",
+    )
 
 
 def _add_sampling_args(p: argparse.ArgumentParser, max_new: int) -> None:
@@ -131,17 +139,35 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
     return paths
 
 
+def _per_method_numbers(flag: str, values: list[str] | None) -> dict[str, float]:
+    """VALUE / METHOD=VALUE flag values -> {method: number}; a bare VALUE is stored under "*"."""
+    from draftsmith.drafters.registry import base_method
+
+    out: dict[str, float] = {}
+    for v in values or []:
+        method, sep, number = v.rpartition("=")
+        if sep and not base_method(method):
+            raise DraftsmithError(f"{flag} {v}: unknown method or variant {method!r}")
+        try:
+            out[method if sep else "*"] = float(number)
+        except ValueError:
+            raise DraftsmithError(f"{flag} {v}: {number!r} is not a number") from None
+    return out
+
+
 def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dict:
     """Drafter settings; `method` picks that method's --drafter (bench resolves per method itself)."""
-    from draftsmith.drafters.registry import drafter_path
+    from draftsmith.drafters.registry import drafter_path, option_for
 
     paths = _drafter_paths(args.drafter)
+    bonus = _per_method_numbers("--lookup-bonus", getattr(args, "lookup_bonus", None))
     return {
         "draft_model": args.draft_model,
         "ngram_max": args.ngram_max,
         "ngram_min": args.ngram_min,
         "drafter": (drafter_path(paths, method) if method else paths) or None,
         "confidence_threshold": args.confidence_threshold,
+        "lookup_bonus": option_for(bonus, method) if method else bonus,
     }
 
 

@@ -31,6 +31,9 @@ def run(capsys, *argv):
         (["bench", "--suite", "humaneval", "--limit", "0"], "limit"),
         (["bench", "--suite", "/tmp/none.jsonl"], "not found"),
         (["bench", "--methods", "dspark", "--drafter", "eagle=/tmp/x"], "unknown method 'eagle'"),
+        (["bench", "--methods", "hybrid", "--lookup-bonus", "eagle=1"], "unknown method or variant 'eagle'"),
+        (["bench", "--methods", "hybrid", "--lookup-bonus", "hybrid=lots"], "not a number"),
+        (["generate", "hi", "--method", "hybrid", "--lookup-bonus", "-1"], "lookup bonus"),
         (["generate", "hi", "--method", "dflash", "--drafter", "/no/such/drafter"], "not found"),
         (["train", "--cache", "/tmp/c", "--out", "/tmp/o", "--init-from", "/no/such/drafter"], "not found"),
     ],
@@ -167,6 +170,17 @@ def test_drafter_paths_per_method():
     assert _drafter_paths([f"dspark:new={here}"]) == {"dspark:new": here}
     assert _drafter_paths([here]) == {"*": here}
     assert _drafter_paths(None) == {}
+
+
+def test_lookup_bonus_per_method_and_variant():
+    """--lookup-bonus VALUE sets every hybrid, METHOD=VALUE one method or bench variant."""
+    from draftsmith.cli import _per_method_numbers
+    from draftsmith.drafters.registry import option_for
+
+    values = _per_method_numbers("--lookup-bonus", ["2", "hybrid:hard=0"])
+    assert values == {"*": 2.0, "hybrid:hard": 0.0}
+    assert option_for(values, "hybrid:hard") == 0.0 and option_for(values, "hybrid") == 2.0
+    assert option_for({}, "hybrid") is None  # the method's own default
 
 
 def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path):

@@ -17,6 +17,7 @@ from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.training.anchors import sample_anchors
@@ -290,12 +291,49 @@ def test_greedy_labels_score_what_greedy_decoding_accepts():
         block_loss(model, build_blocks(ids, mask, anchors, 4, MASK_ID), feats, final, head, label="greedy")
 
 
-def test_hybrid_drafter_switches_sources_and_stays_lossless():
+def test_a_slot_hint_steers_the_markov_walk_at_every_slot():
+    """A caller's per-slot hint (the hybrid's lookup) adds its bonus to one token's logit: a huge
+    bonus makes DSpark draft that token, it sees the drafts so far, and no hint leaves drafts as they were."""
+    target = tiny_target()
+    d = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    ids = torch.tensor([3, 9, 4, 7, 5])
+    target.runner.reset(16)
+    hidden = target.runner.forward(ids, n_logits=0, hidden=d.hidden_layers).hidden
+    d.start(ids, {key: h[:-1] for key, h in hidden.items()}, 64)
+    before = d.propose(ids, 3, SamplingParams(), None).tokens.tolist()
+    seen = []
+
+    def hint(tokens, drafted):
+        seen.append(drafted.tolist())
+        return 11, 1e4
+
+    d.slot_hint = hint
+    assert d.propose(ids, 3, SamplingParams(), None).tokens.tolist() == [11, 11, 11]
+    assert seen == [[], [11], [11, 11]]
+    d.slot_hint = lambda tokens, drafted: None
+    assert d.propose(ids, 3, SamplingParams(), None).tokens.tolist() == before
+
+
+def test_hybrid_lookup_hint_follows_the_latest_short_match():
+    from draftsmith.drafters.hybrid import lookup_hint
+
+    seq = torch.tensor([1, 2, 8, 5, 1, 2, 9, 6, 1])
+    assert lookup_hint(5, 4.0, seq, torch.tensor([2])) == (9, 4.0)  # "1 2" last followed by 9
+    assert lookup_hint(5, 4.0, seq, torch.tensor([7])) is None  # "1 7" never occurred
+    with pytest.raises(DraftsmithError, match="lookup bonus"):
+        from draftsmith.drafters.hybrid import HybridDrafter
+
+        target = tiny_target()
+        HybridDrafter.build(target, drafter=make_drafter(target, dspark=True), lookup_bonus=float("nan"))
+
+
+@pytest.mark.parametrize("bonus", [0.0, 4.0])
+def test_hybrid_drafter_switches_sources_and_stays_lossless(bonus):
     from draftsmith.drafters.hybrid import HybridDrafter
-    from draftsmith.engine.sampling import SamplingParams
 
     target = tiny_target()
-    drafter = HybridDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    drafter = HybridDrafter.build(target, drafter=make_drafter(target, dspark=True), lookup_bonus=bonus)
+    assert (drafter.learned.slot_hint is None) == (bonus == 0)
     sources = []
     propose = drafter.propose
 

@@ -27,15 +27,21 @@ class NgramDrafter(Drafter):
         return cls(k=10 if k is None else k, max_ngram=ngram_max, min_ngram=ngram_min)
 
     def propose(self, tokens: torch.Tensor, k: int, params, generator) -> Draft:
-        n_tok = tokens.shape[0]
-        for n in range(min(self.max_ngram, n_tok - 1), self.min_ngram - 1, -1):
-            windows = tokens[: n_tok - 1].unfold(0, n, 1)  # every earlier n-gram with a successor
-            hits = (windows == tokens[n_tok - n :]).all(dim=1).nonzero()
-            if hits.numel():
-                # the most recent match is the most local context, unless the sequence end truncates
-                # its continuation; then the earliest match gives the longest draft
-                starts = hits[:, 0] + n
-                full = starts[starts + k <= n_tok]
-                start = int(full[-1]) if full.numel() else int(starts[0])
-                return Draft(tokens[start : start + k].clone())
-        return Draft.empty(tokens.device)
+        return Draft(lookup(tokens, k, self.max_ngram, self.min_ngram)[0])
+
+
+def lookup(tokens: torch.Tensor, k: int, max_ngram: int, min_ngram: int) -> tuple[torch.Tensor, int]:
+    """Up to k tokens that followed an earlier occurrence of the longest suffix of `tokens` of
+    min_ngram..max_ngram tokens, and that suffix's length (an empty tensor and 0 when none matches)."""
+    n_tok = tokens.shape[0]
+    for n in range(min(max_ngram, n_tok - 1), min_ngram - 1, -1):
+        windows = tokens[: n_tok - 1].unfold(0, n, 1)  # every earlier n-gram with a successor
+        hits = (windows == tokens[n_tok - n :]).all(dim=1).nonzero()
+        if hits.numel():
+            # the most recent match is the most local context, unless the sequence end truncates
+            # its continuation; then the earliest match gives the longest draft
+            starts = hits[:, 0] + n
+            full = starts[starts + k <= n_tok]
+            start = int(full[-1]) if full.numel() else int(starts[0])
+            return tokens[start : start + k].clone(), n
+    return tokens.new_empty(0), 0

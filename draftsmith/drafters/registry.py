@@ -56,3 +56,9 @@ def drafter_path(paths: dict[str, str], method: str) -> str | None:
         return paths[method]
     fallback = paths.get("dspark") if method == "hybrid" else None
     return paths.get(method) or fallback or paths.get("*")
+
+
+def option_for(values: dict, method: str) -> object | None:
+    """The value given for `method` (a method or a variant "METHOD:LABEL") in {method: value, "*":
+    every method}, or None (the method's default)."""
+    return values.get(method, values.get("*"))

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 from tqdm import tqdm
 
-from draftsmith.drafters.registry import METHODS, base_method, build_drafter, drafter_path
+from draftsmith.drafters.registry import METHODS, base_method, build_drafter, drafter_path, option_for
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -133,6 +133,8 @@ def run_bench(
             opts = dict(drafter_options)
             if isinstance(opts.get("drafter"), dict) or ":" in name:  # {method: dir, "*": any method}
                 opts["drafter"] = drafter_path(opts.get("drafter") or {}, name)
+            if isinstance(opts.get("lookup_bonus"), dict):  # {method or variant: bonus, "*": any}
+                opts["lookup_bonus"] = option_for(opts["lookup_bonus"], name)
             drafter = build_drafter(base_method(name), target, k=k, **opts)
 
             def ours(ids, rep, drafter=drafter):

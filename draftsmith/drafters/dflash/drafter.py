@@ -9,6 +9,7 @@ use to stop the draft early (prefix survival prod c_k below the threshold).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -92,6 +93,8 @@ class DFlashDrafter(Drafter):
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
         self.biases = tuple(biases)  # logit offsets fitted with them (0.0 beyond)
         self.n_ctx = 0
+        # optional: (context, drafted so far) -> (target id, logit bonus) for the next slot, or None
+        self.slot_hint: Callable[[torch.Tensor, torch.Tensor], tuple[int, float] | None] | None = None
         self.pending: list[dict] = []
         self.pending_bytes = 0
 
@@ -230,6 +233,12 @@ class DFlashDrafter(Drafter):
             slot_states = m.step_states(states[:, s], prev_ids) if serial else states[:, s]
             slot_base = m.base_logits(slot_states).float() if serial else base[:, s]
             logits = slot_base + m.markov_bias(prev, rows).float() if cfg.markov_rank else slot_base
+            for i, d in enumerate(drafters):  # a caller's per-slot hint (the hybrid's lookup), if any
+                if d.slot_hint is not None and live[i] and s < ks[i]:
+                    drafted = m.d2t[torch.stack(chosen[i])] if chosen[i] else tokens[i][:0]
+                    hint = d.slot_hint(tokens[i], drafted)
+                    if hint is not None and int(m.t2d[hint[0]]) < logits.shape[-1]:
+                        logits[i, m.t2d[hint[0]]] += hint[1]
             if cfg.confidence:
                 conf = m.confidence_logit(slot_states, prev, rows).float().tolist()
             picks = logits.argmax(-1)  # sampled rows overwrite theirs
