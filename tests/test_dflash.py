@@ -304,7 +304,7 @@ def test_a_slot_hint_steers_the_markov_walk_at_every_slot():
     seen = []
 
     def hint(tokens, drafted):
-        seen.append(drafted.tolist())
+        seen.append(list(drafted))
         return 11, 1e4
 
     d.slot_hint = hint
@@ -316,10 +316,19 @@ def test_a_slot_hint_steers_the_markov_walk_at_every_slot():
 
 def test_hybrid_lookup_hint_follows_the_latest_short_match():
     from draftsmith.drafters.hybrid import lookup_hint
+    from draftsmith.drafters.ngram import lookup
 
     seq = torch.tensor([1, 2, 8, 5, 1, 2, 9, 6, 1])
-    assert lookup_hint(5, 4.0, seq, torch.tensor([2])) == (9, 4.0)  # "1 2" last followed by 9
-    assert lookup_hint(5, 4.0, seq, torch.tensor([7])) is None  # "1 7" never occurred
+    assert lookup_hint(5, 4.0, seq, [2]) == (9, 4.0)  # "1 2" last followed by 9
+    assert lookup_hint(5, 4.0, seq, [7]) is None  # "1 7" never occurred
+    assert lookup_hint(5, 4.0, seq, []) is None  # "6 1" never occurred; a 1-token match is too short
+    # the same match as the n-gram drafter's lookup (its numpy twin), on random text
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        text = torch.randint(0, 4, (int(torch.randint(1, 40, (1,), generator=g)),), generator=g)
+        cont, n = lookup(text, 1, 5, 2)
+        expect = (int(cont[0]), 1.0) if n else None
+        assert lookup_hint(5, 1.0, text[:-2], text[-2:].tolist()) == expect
     with pytest.raises(DraftsmithError, match="lookup bonus"):
         from draftsmith.drafters.hybrid import HybridDrafter
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.dflash.drafter import DSparkDrafter
-from draftsmith.drafters.ngram import NgramDrafter, lookup
+from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.engine.runner import HiddenKey
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
@@ -34,12 +35,30 @@ minimum matches of 1, 2 and 3; 4 at 2 led, and held on answers 15-29)."""
 
 
 def lookup_hint(
-    max_match: int, bonus: float, tokens: torch.Tensor, drafted: torch.Tensor
+    max_match: int, bonus: float, tokens: torch.Tensor, drafted: list[int]
 ) -> tuple[int, float] | None:
-    """The token after the latest earlier occurrence of the suffix of tokens + drafted, with the bonus
-    (None when no suffix of SOFT_MIN_MATCH..max_match tokens occurred before)."""
-    cont, n = lookup(torch.cat([tokens, drafted]), 1, max_match, SOFT_MIN_MATCH)
-    return (int(cont[0]), bonus) if n else None
+    """The token after the latest earlier occurrence of the longest suffix (SOFT_MIN_MATCH..max_match
+    tokens) of tokens + drafted, with the bonus; None when no such suffix occurred before. The same
+    match as `ngram.lookup`, in numpy: it runs at every slot of every DSpark round, where torch's
+    per-call overhead would cost ~1 ms a round on a small CPU."""
+    seq = (
+        np.concatenate([tokens.cpu().numpy(), np.asarray(drafted, dtype=np.int64)])
+        if drafted
+        else tokens.cpu().numpy()
+    )
+    last = len(seq) - 1
+    ends = np.flatnonzero(seq[:last] == seq[last])  # earlier occurrences of the last token, with a successor
+    length = np.ones(len(ends), dtype=np.int64)
+    alive = np.ones(len(ends), dtype=bool)
+    for back in range(1, min(max_match, last)):  # extend each match backwards while it holds
+        ok = ends >= back
+        ok[ok] = seq[ends[ok] - back] == seq[last - back]
+        alive &= ok
+        length += alive
+    best = int(length.max()) if len(ends) else 0
+    if best < SOFT_MIN_MATCH:
+        return None
+    return int(seq[ends[length == best][-1] + 1]), bonus
 
 
 class HybridDrafter(Drafter):

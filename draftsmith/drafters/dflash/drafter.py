@@ -93,8 +93,9 @@ class DFlashDrafter(Drafter):
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
         self.biases = tuple(biases)  # logit offsets fitted with them (0.0 beyond)
         self.n_ctx = 0
-        # optional: (context, drafted so far) -> (target id, logit bonus) for the next slot, or None
-        self.slot_hint: Callable[[torch.Tensor, torch.Tensor], tuple[int, float] | None] | None = None
+        # optional: (context, target ids drafted so far) -> (target id, logit bonus) for the next
+        # slot, or None
+        self.slot_hint: Callable[[torch.Tensor, list[int]], tuple[int, float] | None] | None = None
         self.pending: list[dict] = []
         self.pending_bytes = 0
 
@@ -222,6 +223,7 @@ class DFlashDrafter(Drafter):
         base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None
         chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
+        hinted: list[list[int]] = [[] for _ in drafters]  # target ids drafted so far, for slot hints
         dists: list[list[torch.Tensor]] = [[] for _ in drafters]
         survive = [1.0] * n
         live = [k > 0 for k in ks]
@@ -235,10 +237,12 @@ class DFlashDrafter(Drafter):
             logits = slot_base + m.markov_bias(prev, rows).float() if cfg.markov_rank else slot_base
             for i, d in enumerate(drafters):  # a caller's per-slot hint (the hybrid's lookup), if any
                 if d.slot_hint is not None and live[i] and s < ks[i]:
-                    drafted = m.d2t[torch.stack(chosen[i])] if chosen[i] else tokens[i][:0]
-                    hint = d.slot_hint(tokens[i], drafted)
-                    if hint is not None and int(m.t2d[hint[0]]) < logits.shape[-1]:
-                        logits[i, m.t2d[hint[0]]] += hint[1]
+                    if s:
+                        hinted[i].append(int(m.d2t[chosen[i][-1]]))
+                    hint = d.slot_hint(tokens[i], hinted[i])
+                    row = int(m.t2d[hint[0]]) if hint is not None else logits.shape[-1]
+                    if row < logits.shape[-1]:  # a token outside the draft vocabulary cannot be drafted
+                        logits[i, row] += hint[1]
             if cfg.confidence:
                 conf = m.confidence_logit(slot_states, prev, rows).float().tolist()
             picks = logits.argmax(-1)  # sampled rows overwrite theirs
