@@ -25,7 +25,7 @@ PY
 # DTYPE=float32 on a CPU without native bf16 (bench_dev.sh)
 D=$DEV SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
   gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2" \
-  gpu-state=dspark:"$G/dspark-state"
+  gpu-state=dspark:"$G/dspark-state" gpu-l2=dspark:"$G/dspark-l2"
 METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
   BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
   docs/results/bench-session8/run.sh "$OUT"

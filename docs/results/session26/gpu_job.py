@@ -268,6 +268,8 @@ def train(args) -> None:
     cfg_d.pop("format", None)
     if args.markov_state:  # session 27's serial state update, from scratch at GPU scale
         cfg_d["markov_state"] = args.markov_state
+    if args.layers:  # session 28: does a deeper drafter learn the copies DSpark misses?
+        cfg_d["num_layers"] = args.layers
     if args.smoke:
         cfg_d["target_layers"] = [0, 1]
     cfg = DFlashConfig(**cfg_d)
@@ -365,6 +367,7 @@ def main() -> None:
     ap.add_argument("--anchors", type=int, default=256)
     ap.add_argument("--ce-weight", type=float, default=0.5)
     ap.add_argument("--markov-state", type=int, default=0, help="DSpark: width of the serial state update")
+    ap.add_argument("--layers", type=int, default=0, help="draft layers (0: the recipe's, 1)")
     ap.add_argument("--max-new", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--eval-every", type=float, default=75)
@@ -381,9 +384,11 @@ def main() -> None:
         args.batch, args.max_new = 4, 8
         regen(args)
         args.batch, args.anchors = 2, 16
-        for method, state in (("dspark", 0), ("dflash", 0), ("dspark", 64)):
-            args.method, args.markov_state = method, state
-            args.name = f"smoke-{method}" + (f"-state{state}" if state else "")
+        arms = (("dspark", 0, 0), ("dflash", 0, 0), ("dspark", 64, 0), ("dspark", 0, 2))
+        for method, state, layers in arms:
+            args.method, args.markov_state, args.layers = method, state, layers
+            name = f"smoke-{method}" + (f"-state{state}" if state else "")
+            args.name = name + (f"-l{layers}" if layers else "")
             train(args)
         log("smoke OK")
         return
