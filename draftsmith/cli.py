@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import sys
@@ -140,7 +141,8 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
 
 
 def _per_method_numbers(flag: str, values: list[str] | None) -> dict[str, float]:
-    """VALUE / METHOD=VALUE flag values -> {method: number}; a bare VALUE is stored under "*"."""
+    """VALUE / METHOD=VALUE flag values -> {method: number >= 0}; a bare VALUE is stored under "*".
+    Checked here, before the slow model load."""
     from draftsmith.drafters.registry import base_method
 
     out: dict[str, float] = {}
@@ -149,9 +151,12 @@ def _per_method_numbers(flag: str, values: list[str] | None) -> dict[str, float]
         if sep and not base_method(method):
             raise DraftsmithError(f"{flag} {v}: unknown method or variant {method!r}")
         try:
-            out[method if sep else "*"] = float(number)
+            value = float(number)
         except ValueError:
             raise DraftsmithError(f"{flag} {v}: {number!r} is not a number") from None
+        if not (math.isfinite(value) and value >= 0):
+            raise DraftsmithError(f"{flag} {v}: must be a finite number >= 0")
+        out[method if sep else "*"] = value
     return out
 
 
