@@ -322,13 +322,31 @@ def test_hybrid_lookup_hint_follows_the_latest_short_match():
     assert lookup_hint(5, 4.0, seq, [2]) == (9, 4.0)  # "1 2" last followed by 9
     assert lookup_hint(5, 4.0, seq, [7]) is None  # "1 7" never occurred
     assert lookup_hint(5, 4.0, seq, []) is None  # "6 1" never occurred; a 1-token match is too short
-    # the same match as the n-gram drafter's lookup (its numpy twin), on random text
+    # the same match as the n-gram drafter's lookup (specified by its first, torch version), on random text
     g = torch.Generator().manual_seed(0)
     for _ in range(300):
         text = torch.randint(0, 4, (int(torch.randint(1, 40, (1,), generator=g)),), generator=g)
-        cont, n = lookup(text, 1, 5, 2)
+        cont, n = _lookup_by_windows(text, 1, 5, 2)
         expect = (int(cont[0]), 1.0) if n else None
         assert lookup_hint(5, 1.0, text[:-2], text[-2:].tolist()) == expect
+        for k in (1, 3):
+            got, m = lookup(text.numpy(), k, 3, 1)
+            want, n = _lookup_by_windows(text, k, 3, 1)
+            assert m == n and got.tolist() == want.tolist()
+
+
+def _lookup_by_windows(tokens, k, max_ngram, min_ngram):
+    """ngram.lookup's specification: every earlier n-gram compared with the suffix, longest first."""
+    n_tok = tokens.shape[0]
+    for n in range(min(max_ngram, n_tok - 1), min_ngram - 1, -1):
+        windows = tokens[: n_tok - 1].unfold(0, n, 1)
+        hits = (windows == tokens[n_tok - n :]).all(dim=1).nonzero()
+        if hits.numel():
+            starts = hits[:, 0] + n
+            full = starts[starts + k <= n_tok]
+            start = int(full[-1]) if full.numel() else int(starts[0])
+            return tokens[start : start + k], n
+    return tokens[:0], 0
     with pytest.raises(DraftsmithError, match="lookup bonus"):
         from draftsmith.drafters.hybrid import HybridDrafter
 

@@ -12,6 +12,7 @@ is unsure and DSpark overrules it where it is sure.
 
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
@@ -19,7 +20,7 @@ import torch
 
 from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.dflash.drafter import DSparkDrafter
-from draftsmith.drafters.ngram import NgramDrafter
+from draftsmith.drafters.ngram import NgramDrafter, lookup
 from draftsmith.engine.runner import HiddenKey
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
@@ -38,27 +39,12 @@ def lookup_hint(
     max_match: int, bonus: float, tokens: torch.Tensor, drafted: list[int]
 ) -> tuple[int, float] | None:
     """The token after the latest earlier occurrence of the longest suffix (SOFT_MIN_MATCH..max_match
-    tokens) of tokens + drafted, with the bonus; None when no such suffix occurred before. The same
-    match as `ngram.lookup`, in numpy: it runs at every slot of every DSpark round, where torch's
-    per-call overhead would cost ~1 ms a round on a small CPU."""
-    seq = (
-        np.concatenate([tokens.cpu().numpy(), np.asarray(drafted, dtype=np.int64)])
-        if drafted
-        else tokens.cpu().numpy()
-    )
-    last = len(seq) - 1
-    ends = np.flatnonzero(seq[:last] == seq[last])  # earlier occurrences of the last token, with a successor
-    length = np.ones(len(ends), dtype=np.int64)
-    alive = np.ones(len(ends), dtype=bool)
-    for back in range(1, min(max_match, last)):  # extend each match backwards while it holds
-        ok = ends >= back
-        ok[ok] = seq[ends[ok] - back] == seq[last - back]
-        alive &= ok
-        length += alive
-    best = int(length.max()) if len(ends) else 0
-    if best < SOFT_MIN_MATCH:
-        return None
-    return int(seq[ends[length == best][-1] + 1]), bonus
+    tokens) of tokens + drafted, with the bonus; None when no such suffix occurred before."""
+    seq = tokens.cpu().numpy()
+    if drafted:
+        seq = np.concatenate([seq, np.asarray(drafted, dtype=seq.dtype)])
+    cont, n = lookup(seq, 1, max_match, SOFT_MIN_MATCH)
+    return (int(cont[0]), bonus) if n else None
 
 
 class HybridDrafter(Drafter):
@@ -72,10 +58,9 @@ class HybridDrafter(Drafter):
         max_match: int = 5,
         lookup_bonus: float = LOOKUP_BONUS,
     ) -> None:
-        if not lookup_bonus >= 0 or lookup_bonus == float("inf"):
+        if not (math.isfinite(lookup_bonus) and lookup_bonus >= 0):
             raise DraftsmithError(f"lookup bonus must be a finite number >= 0 (0 = off), got {lookup_bonus}")
         self.learned = learned
-        self.lookup_bonus = lookup_bonus
         learned.slot_hint = (
             partial(lookup_hint, max(min_match, max_match), lookup_bonus) if lookup_bonus else None
         )

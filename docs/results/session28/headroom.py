@@ -17,6 +17,7 @@ import statistics
 import sys
 
 import torch
+from walk_lib import SUITES, K, dev_rows, hits, positions, print_table, walk
 
 from draftsmith.api import load_target
 from draftsmith.drafters.ngram import NgramDrafter
@@ -26,7 +27,6 @@ from draftsmith.engine.sampling import SamplingParams
 dev = sys.argv[1]
 per_suite = int(sys.argv[2]) if len(sys.argv) > 2 else 30
 dtype = sys.argv[3] if len(sys.argv) > 3 else "float32"
-K = 3
 target = load_target(dtype=dtype, fixed_rows=0)
 dspark = build_drafter("dspark", target)
 ngram = NgramDrafter(k=K, max_ngram=3, min_ngram=2)  # the `ngram` method's defaults
@@ -35,40 +35,14 @@ in_vocab = set(dspark.model.d2t.tolist()) if dspark.cfg.draft_vocab_size else No
 greedy = SamplingParams()
 
 
-def hits(draft: list[int], truth: list[int]) -> int:
-    n = 0
-    while n < min(len(draft), len(truth)) and draft[n] == truth[n]:
-        n += 1
-    return n
-
-
-def walk(lengths: list[int]) -> float:
-    j = rounds = 0
-    while j < len(lengths):
-        rounds += 1
-        j += lengths[j] + 1
-    return len(lengths) / rounds
-
-
 table = {}
 with torch.inference_mode():
-    for suite in ("humaneval", "mtbench", "gsm", "alpaca"):
-        rows = [json.loads(x) for x in open(f"{dev}/{suite}-answers.jsonl")][:per_suite]
+    for suite in SUITES:
         arms = collections.defaultdict(list)
         miss = collections.Counter()
-        for r in rows:
-            ids = torch.tensor(target.encode(r["prompt"], chat=True))
-            answer = r["answer_ids"][:128]
-            full = torch.cat([ids, torch.tensor(answer, dtype=ids.dtype)])
-            target.runner.reset(len(full) + 8)
-            states = target.runner.forward(full, n_logits=0, hidden=dspark.hidden_layers).hidden
-            p = len(ids)
+        for r in dev_rows(dev, suite, 0, per_suite):
             per = collections.defaultdict(list)
-            for j in range(len(answer)):
-                a = p - 1 + j
-                ctx, truth = full[: a + 1], full[a + 1 : a + 1 + K].tolist()
-                d = dspark.fork()
-                d.start(ctx, {key: h[:a] for key, h in states.items()}, len(full) + 8)
+            for _, ctx, truth, d in positions(target, dspark, r):
                 ds = d.propose(ctx, K, greedy, None).tokens.tolist()
                 ng = ngram.propose(ctx, K, greedy, None).tokens.tolist()
                 lk = lookup.propose(ctx, K, greedy, None).tokens.tolist()
@@ -95,12 +69,10 @@ with torch.inference_mode():
             flush=True,
         )
 
-arms = list(next(iter(table.values()))[0])
-print(f"\n{per_suite} dev answers per suite, {dtype}, {K} drafts, walk tau (greedy decoding's rounds)\n")
-print("| drafter | humaneval | mtbench | gsm | alpaca | mean |\n|---|---|---|---|---|---|")
-for arm in arms:
-    vals = [table[s][0][arm] for s in table]
-    print(f"| {arm} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {statistics.mean(vals):.3f} |")
+print_table(
+    {s: t for s, (t, _) in table.items()},
+    f"{per_suite} dev answers per suite, {dtype}, {K} drafts, walk tau (greedy decoding's rounds)",
+)
 print(
     "\n| DSpark misses the first draft (share of positions) | humaneval | mtbench | gsm | alpaca |"
     "\n|---|---|---|---|---|"

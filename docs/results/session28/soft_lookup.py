@@ -20,7 +20,9 @@ import os
 import statistics
 import sys
 
+import numpy as np
 import torch
+from walk_lib import SUITES, K, dev_rows, hits, positions, print_table, walk
 
 from draftsmith.api import load_target
 from draftsmith.drafters.ngram import NgramDrafter, lookup
@@ -31,7 +33,6 @@ dev = sys.argv[1]
 per_suite = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 skip = int(sys.argv[4]) if len(sys.argv) > 4 else 0
 dtype = sys.argv[3] if len(sys.argv) > 3 else "float32"
-K = 3
 ARMS = [(int(a), float(b)) for a, b in (x.split(":") for x in os.environ.get("ARMS", "2:4").split(","))]
 GATES = [float(g) for g in os.environ.get("GATES", "0.5,0.6,0.7,0.8,0.9").split(",") if g]
 target = load_target(dtype=dtype, fixed_rows=0)
@@ -41,48 +42,26 @@ greedy = SamplingParams()
 
 
 def hint(min_n: int, bonus: float):
-    def f(tokens: torch.Tensor, drafted: torch.Tensor):
-        cont, n = lookup(torch.cat([tokens, drafted]), 1, 5, min_n)
+    """The hybrid's lookup hint (`hybrid.lookup_hint`) with the minimum match as a parameter."""
+
+    def f(tokens: torch.Tensor, drafted: list[int]):
+        seq = np.concatenate([tokens.numpy(), np.asarray(drafted, dtype=np.int64)])
+        cont, n = lookup(seq, 1, 5, min_n)
         return (int(cont[0]), bonus) if n else None
 
     return f
 
 
-def hits(draft: list[int], truth: list[int]) -> int:
-    n = 0
-    while n < min(len(draft), len(truth)) and draft[n] == truth[n]:
-        n += 1
-    return n
-
-
-def walk(lengths: list[int]) -> float:
-    j = rounds = 0
-    while j < len(lengths):
-        rounds += 1
-        j += lengths[j] + 1
-    return len(lengths) / rounds
-
-
 table = {}
 with torch.inference_mode():
-    for suite in ("humaneval", "mtbench", "gsm", "alpaca"):
-        rows = [json.loads(x) for x in open(f"{dev}/{suite}-answers.jsonl")][skip : skip + per_suite]
+    for suite in SUITES:
         arms = collections.defaultdict(list)
-        for r in rows:
-            ids = torch.tensor(target.encode(r["prompt"], chat=True))
-            answer = r["answer_ids"][:128]
-            full = torch.cat([ids, torch.tensor(answer, dtype=ids.dtype)])
-            target.runner.reset(len(full) + 8)
-            states = target.runner.forward(full, n_logits=0, hidden=dspark.hidden_layers).hidden
-            p = len(ids)
+        for r in dev_rows(dev, suite, skip, per_suite):
             per = collections.defaultdict(list)
-            for j in range(len(answer)):
-                a = p - 1 + j
-                ctx, truth = full[: a + 1], full[a + 1 : a + 1 + K].tolist()
-                d = dspark.fork()
-                d.start(ctx, {key: h[:a] for key, h in states.items()}, len(full) + 8)
-                d.slot_hint = None
-                h_ds = hits(d.propose(ctx, K, greedy, None).tokens.tolist(), truth)
+            for _, ctx, truth, d in positions(target, dspark, r):
+                ds = d.propose(ctx, K, greedy, None).tokens.tolist()
+                c1 = d.confidences[0] if d.confidences else 0.0
+                h_ds = hits(ds, truth)
                 lk = hard.propose(ctx, K, greedy, None).tokens.tolist()
                 long_match = len(lk) >= min(K, 2)
                 per["dspark"].append(h_ds)
@@ -90,11 +69,9 @@ with torch.inference_mode():
                 for min_n, bonus in ARMS:
                     d.slot_hint = hint(min_n, bonus)
                     h_soft = hits(d.propose(ctx, K, greedy, None).tokens.tolist(), truth)
+                    d.slot_hint = None
                     per[f"soft >={min_n} +{bonus:g}"].append(h_soft)
                     per[f"soft >={min_n} +{bonus:g} +hard"].append(hits(lk, truth) if long_match else h_soft)
-                    d.slot_hint = None
-                    ds = d.propose(ctx, K, greedy, None).tokens.tolist()
-                    c1 = d.confidences[0] if d.confidences else 0.0
                     for g in GATES:  # keep DSpark's draft where it is confident and disagrees with lookup
                         use_lookup = long_match and not (c1 > g and ds[:1] != lk[:1])
                         per[f"soft >={min_n} +{bonus:g} +hard unless conf > {g}"].append(
@@ -105,8 +82,5 @@ with torch.inference_mode():
         table[suite] = {arm: statistics.mean(v) for arm, v in arms.items()}
         print(suite, json.dumps({arm: round(v, 3) for arm, v in table[suite].items()}), flush=True)
 
-print(f"\n{per_suite} dev answers per suite, {dtype}, {K} drafts, walk tau (greedy decoding's rounds)\n")
-print("| drafter | humaneval | mtbench | gsm | alpaca | mean |\n|---|---|---|---|---|---|")
-for arm in table["humaneval"]:
-    vals = [table[s][arm] for s in table]
-    print(f"| {arm} | " + " | ".join(f"{v:.3f}" for v in vals) + f" | {statistics.mean(vals):.3f} |")
+title = f"{per_suite} dev answers per suite, {dtype}, {K} drafts, walk tau (greedy decoding's rounds)"
+print_table(table, title)

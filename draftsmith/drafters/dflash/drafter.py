@@ -240,8 +240,8 @@ class DFlashDrafter(Drafter):
                     if s:
                         hinted[i].append(int(m.d2t[chosen[i][-1]]))
                     hint = d.slot_hint(tokens[i], hinted[i])
-                    row = int(m.t2d[hint[0]]) if hint is not None else logits.shape[-1]
-                    if row < logits.shape[-1]:  # a token outside the draft vocabulary cannot be drafted
+                    # a token outside the draft vocabulary (row Vd) cannot be drafted
+                    if hint is not None and (row := int(m.t2d[hint[0]])) < logits.shape[-1]:
                         logits[i, row] += hint[1]
             if cfg.confidence:
                 conf = m.confidence_logit(slot_states, prev, rows).float().tolist()
