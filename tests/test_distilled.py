@@ -139,6 +139,30 @@ def test_training_lowers_the_loss_and_resumes_exactly(setup):
     assert distill_loss(draft, batch)[0].item() < before
 
 
+def test_a_non_finite_gradient_skips_the_step_and_a_diverged_run_stops(setup, monkeypatch):
+    """A bf16 overflow must not turn the weights into NaN (session 29: a GPU run lost its drafter so)."""
+    import draftsmith.training.train as tr
+
+    target, cache, tmp = setup
+    cfg = config(steps=5, lr=1e-2)
+    real, calls = cfg.recipe.loss, []
+
+    def poisoned(model, batch, opts):  # steps 2 and 3 overflow
+        loss, metrics = real(model, batch, opts)
+        calls.append(1)
+        return (loss * float("nan"), metrics) if len(calls) in (2, 3) else (loss, metrics)
+
+    monkeypatch.setattr(cfg.recipe, "loss", poisoned)
+    res = train(target, cache, cfg, tmp / "skips", progress=False, resume=False)
+    state = torch.load(tmp / "skips" / "trainer_state.pt", weights_only=False)
+    assert res["steps"] == 5 and all(torch.isfinite(v).all() for v in state["model"].values())
+    assert [bool(r.get("skipped")) for r in state["log"]] == [False, True, True, False, False]
+    monkeypatch.setattr(cfg.recipe, "loss", lambda m, b, o: (real(m, b, o)[0] * float("nan"), {"loss": 0.0}))
+    monkeypatch.setattr(tr, "MAX_NONFINITE", 3)
+    with pytest.raises(DraftsmithError, match="3 steps in a row had non-finite gradients"):
+        train(target, cache, cfg, tmp / "diverged", progress=False, resume=False)
+
+
 @pytest.mark.parametrize("label,topk", [("soft", 0), ("soft", 8), ("token", 0)])
 def test_chunked_loss_has_plain_autograd_gradients(setup, monkeypatch, label, topk):
     """The loss takes each chunk's gradient eagerly (memory-bounded); it must equal plain autograd."""

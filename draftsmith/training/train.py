@@ -27,6 +27,9 @@ from draftsmith.errors import DraftsmithError
 from draftsmith.training.recipe import Recipe, make_options, recipe_for
 
 STATE = "trainer_state.pt"
+MAX_NONFINITE = 20
+"""Consecutive steps with a non-finite gradient after which a run stops: one bad bf16 batch is skipped,
+a run that keeps producing them has diverged (lower the learning rate, or train without bf16)."""
 OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "init_from": None}
 """Shared settings added after the first checkpoints were written, at the values those runs used
 (a recipe's `old_defaults` does the same for its options)."""
@@ -228,6 +231,7 @@ def train(
     t0 = time.perf_counter()
     elapsed0 = log[-1].get("seconds", 0.0) if log else 0.0  # training wall time before a resume
     end = min(cfg.steps, stop_after or cfg.steps)
+    bad = 0  # consecutive steps with a non-finite gradient
     while step < end:
         g = torch.Generator().manual_seed(cfg.seed * 1_000_003 + step)
         pick = torch.randint(len(train_idx), (cfg.batch,), generator=g).tolist()
@@ -238,10 +242,22 @@ def train(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip))
-        opt.step()
+        # a non-finite gradient (a bf16 overflow) would turn every weight into NaN at once: skip that
+        # step (session 29's GPU run at lr 2e-3 lost its drafter so, ~90% of the way through)
+        finite = math.isfinite(grad_norm)
+        bad = 0 if finite else bad + 1
+        if finite:
+            opt.step()
+        elif bad >= MAX_NONFINITE:
+            raise DraftsmithError(
+                f"training diverged: {bad} steps in a row had non-finite gradients (up to step {step + 1}); "
+                f"the last checkpoint in {out} is from before; lower --lr or train without --bf16"
+            )
         sched.step()
         step += 1
         row = {"step": step, **metrics, "grad_norm": round(grad_norm, 4), "lr": sched.get_last_lr()[0]}
+        if not finite:
+            row["skipped"] = True  # the weights did not change at this step
         row["seconds"] = round(time.perf_counter() - t0 + elapsed0, 1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
             row.update({f"held_out_{k}": v for k, v in recipe.evaluate(model, held, opts).items()})

@@ -7,8 +7,15 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 R=${R:?R=the device results folder}; OUT=${1:?usage: after_gpu.sh OUT_DIR}; G=${G:-/tmp/gpu-drafters}
 mkdir -p "$OUT" "$G"
+# the device tool brings files of at most 16 MiB: gpu_run.sh split the larger ones and packed job.log
+# and answers.npz into results.tgz
+W=$(mktemp -d); cp "$R"/* "$W"/
+for p in "$W"/*.part00; do [ -e "$p" ] || continue; b=${p%.part00}; cat "$b".part* > "$b"; rm "$b".part*; done
+[ -f "$W/results.tgz" ] && tar xzf "$W/results.tgz" -C "$W" && rm "$W/results.tgz"
+cp "$W/job.log" "$OUT/job.log" 2>/dev/null || true
+R=$W
 .venv/bin/python docs/results/session26/import_results.py "$R" /tmp/prompts26.jsonl.gz \
-  data/smollm2/answers-train-t07-gpu.jsonl.gz "$G" | tee "$OUT/import.txt"
+  "${ANSWERS:-data/smollm2/answers-train-t07-gpu-$(date +%Y%m%d-%H%M).jsonl.gz}" "$G" | tee "$OUT/import.txt"
 for d in "$G"/dspark*; do
   [ -f "$d/sts.json" ] || .venv/bin/draftsmith sts --drafter "$d" --limit 64 --max-new-tokens 96 > "$OUT/sts-$(basename "$d").md" 2>&1
 done
@@ -23,9 +30,9 @@ for s in ("humaneval", "mtbench", "gsm", "alpaca"):
 PY
 [ -s "$DEV/prompts/alpaca.jsonl" ] || echo '{"prompt": "(answers are committed)"}' > "$DEV/prompts/alpaca.jsonl"
 # DTYPE=float32 on a CPU without native bf16 (bench_dev.sh)
-D=$DEV SCORES="$OUT/dev-scores.txt" docs/results/session24/bench_dev.sh shipped=dspark shipped-dflash=dflash \
-  gpu=dspark:"$G/dspark" gpu-dflash=dflash:"$G/dflash" gpu-lr2=dspark:"$G/dspark-lr2" \
-  gpu-state=dspark:"$G/dspark-state" gpu-l2=dspark:"$G/dspark-l2"
+arms=(shipped=dspark shipped-dflash=dflash)
+for d in "$G"/*/; do n=$(basename "$d"); m=dspark; [[ $n == dflash* ]] && m=dflash; arms+=("gpu-$n=$m:$d"); done
+D=$DEV SCORES="$OUT/dev-scores.txt" DTYPE=${DTYPE:-float32} docs/results/session24/bench_dev.sh "${arms[@]}"
 METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
   BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
   docs/results/bench-session8/run.sh "$OUT"

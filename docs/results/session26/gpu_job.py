@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import math
 import os
 import sys
 import tarfile
@@ -330,7 +331,8 @@ def train(args) -> None:
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
-        opt.step()
+        if math.isfinite(gn):  # session 29: one NaN gradient (bf16, lr 2e-3) turned a drafter into NaN
+            opt.step()
         step += 1
         blocks_seen += sum(len(a) for a in anchors)
         ans_tokens += int(mask.sum())

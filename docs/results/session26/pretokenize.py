@@ -23,6 +23,8 @@ from draftsmith.training.regenerate import iter_pairs
 
 DATA = Path("data/smollm2")
 TRAIN = ["answers-train-t07", "answers-train-t0", "answers-complete-train-t0"]
+TRAIN += sorted(p.name.removesuffix(".jsonl.gz") for p in DATA.glob("answers-train-t07-gpu-*.jsonl.gz"))
+"""The committed training answers; a GPU run's answers (after_gpu.sh) join them."""
 
 
 def pack(pairs: list[tuple[list[int], list[bool]]]) -> dict[str, np.ndarray]:
@@ -66,7 +68,9 @@ def main(prompts_path: str, out1: str, out2: str, max_prompt: int = 768) -> None
     rng.shuffle(first)
     rng.shuffle(maths)
     keep, ids = [], []
-    for r in first + maths:
+    # prompts never answered first (stable: the priority order holds within each group), so a second
+    # GPU run answers new prompts before it samples a second answer to an old one
+    for r in sorted(first + maths, key=lambda r: r["prompt"] in seen):
         p = target.encode(r["prompt"])
         if len(p) <= max_prompt:
             keep.append({**r, "answered_before": r["prompt"] in seen})
