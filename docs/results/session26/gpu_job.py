@@ -40,6 +40,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from target_pack import unpack  # noqa: E402
 
+from draftsmith.drafters.checkpoint import load_weights  # noqa: E402
 from draftsmith.drafters.dflash.checkpoint import save_drafter  # noqa: E402
 from draftsmith.drafters.dflash.config import DFlashConfig  # noqa: E402
 from draftsmith.drafters.dflash.model import DFlashModel  # noqa: E402
@@ -250,9 +251,12 @@ def evaluate(model, target, sets: dict, layers: list[int]) -> dict[str, float]:
     model.eval()
     for key, seqs in sets.items():
         rows = []
-        for s, m in seqs:
-            ids, feats, final, lse, greedy = (x[0].cpu() for x in target_states(target, [s], layers))
-            rows.append(Sequence(ids, torch.from_numpy(m), feats, final, lse, greedy))
+        for c in range(0, len(seqs), 16):  # 16 sequences a forward (right padding: causal, sliced off)
+            chunk = seqs[c : c + 16]
+            states = [x.cpu() for x in target_states(target, [s for s, _ in chunk], layers)]
+            for i, (s, m) in enumerate(chunk):
+                ids, feats, final, lse, greedy = (x[i, : len(s)] for x in states)
+                rows.append(Sequence(ids, torch.from_numpy(m), feats, final, lse, greedy))
         taus = recipe.evaluate(model, rows, opts)
         res.update({f"{key}_{k}": round(v, 4) for k, v in taus.items()})
     model.train()
@@ -282,16 +286,24 @@ def train(args) -> None:
     sets = {"dev": unpack_ids(held, "dev_"), "ho": unpack_ids(held, "ho_")}
     if args.smoke or args.eval_limit:
         sets = {k: v[: 4 if args.smoke else args.eval_limit] for k, v in sets.items()}
+    # a strided subset (the dev set runs suite by suite), keys prefixed "q": the curve compares like with like
+    quick = {f"q{k}": v[:: max(1, len(v) // args.eval_quick)][: args.eval_quick] for k, v in sets.items()}
     # draft vocabulary: the most frequent learned tokens of the committed answers (as recipe.build)
     counts = np.zeros(cfg.target_vocab_size, dtype=np.int64)
     for s, m in pool:
         counts += np.bincount(s[m].astype(np.int64), minlength=cfg.target_vocab_size)
     torch.manual_seed(args.seed)
-    model = DFlashModel(cfg)
-    model.init_weights(args.seed)
-    if cfg.draft_vocab_size and cfg.draft_vocab_size < cfg.target_vocab_size:
-        model.d2t = torch.from_numpy(counts).topk(cfg.draft_vocab_size).indices.sort().values
+    if args.init:  # continue a trained drafter: its own config (vocabulary, layers, heads) and weights
+        cfg = DFlashConfig.load(Path(args.init))
+        layers = list(cfg.target_layers)
+        model = load_weights(DFlashModel(cfg), Path(args.init)).float()
+    else:
+        model = DFlashModel(cfg)
+        model.init_weights(args.seed)
+        if cfg.draft_vocab_size and cfg.draft_vocab_size < cfg.target_vocab_size:
+            model.d2t = torch.from_numpy(counts).topk(cfg.draft_vocab_size).indices.sort().values
     model.to(dev)
+    model.requires_grad_(True)
     emb = target.model.embed_tokens.weight.float()
     model.attach_target(emb, emb)  # tied: the lm_head is the embedding
     model.train()
@@ -340,8 +352,10 @@ def train(args) -> None:
                "blocks": blocks_seen, "answer_tokens_seen": ans_tokens, "pool": len(pool),
                **{k: round(v, 4) for k, v in met.items()}}
         now = time.time()
-        if now - last_eval > args.eval_every or step == 1:
-            row.update(evaluate(model, target, sets, layers))
+        # intermediate evaluations on the first --eval-quick sequences of each set, the last on all:
+        # in session 29 a full one took ~35 s of a trainer's 450 (four of them: ~30% of its budget)
+        if now - last_eval > args.eval_every or (step == 1 and args.smoke):
+            row.update(evaluate(model, target, quick, layers))
             last_eval = time.time()
             log(json.dumps(row))
         rows.append(row)
@@ -352,6 +366,7 @@ def train(args) -> None:
             break
     row = rows[-1] if rows else {"step": 0}
     row.update(evaluate(model, target, sets, layers))
+    row.update(evaluate(model, target, quick, layers))
     log("final " + json.dumps(row))
     pack_out(model, args.name, rows, tmpdir)
     log(f"saved {args.name}: {step} steps")
@@ -372,9 +387,11 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=0, help="draft layers (0: the recipe's, 1)")
     ap.add_argument("--max-new", type=int, default=320)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--eval-every", type=float, default=75)
+    ap.add_argument("--eval-every", type=float, default=120)
     ap.add_argument("--save-every", type=float, default=90)
     ap.add_argument("--eval-limit", type=int, default=0, help="held-out sequences per set (0: all)")
+    ap.add_argument("--eval-quick", type=int, default=32, help="sequences a set, intermediate evaluations")
+    ap.add_argument("--init", default="", help="a trained drafter directory to continue (its config wins)")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)

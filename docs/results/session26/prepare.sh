@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8, session 26: get a GPU run ready, then make the two device calls (docs/results/session26/README.md).
 #   prepare.sh build     .dev1/ (target piece A, training and held-out ids, prompts, references, drafter
-#                        configs; ~58 MB) and .dev2/ (target piece B, ~48 MB), .devjob/ (the job scripts);
+#                        configs; ~58 MB) and .dev2/ (target piece B and the shipped DSpark, ~61 MB),
+#                        .devjob/ (the job scripts);
 #                        /tmp/prompts26.jsonl.gz keeps the prompt texts for import_results.py (~3 min)
 #   prepare.sh untrack   take data/ docs/ tests/ and the shipped drafters out of git's index and ignore
 #                        them, so only the code (~1 MB) travels with each device call (64 MiB limit)
@@ -24,6 +25,7 @@ case "${1:-}" in
     $PY $S/pretokenize.py "$P/train.jsonl" .dev1 .dev1
     mv .dev1/prompts.jsonl.gz /tmp/prompts26.jsonl.gz
     $PY $S/make_refs.py
+    rm -rf .dev2/shipped-dspark; cp -r draftsmith/drafters/pretrained/smollm2-dspark .dev2/shipped-dspark
     cp $S/gpu_job.py $S/target_pack.py $S/gpu_run.sh .devjob/
     du -sh .dev1 .dev2 .devjob ;;
   untrack)
