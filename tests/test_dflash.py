@@ -183,6 +183,11 @@ def test_save_load_round_trip_and_target_check(tmp_path, dspark):
     other = tiny_target("qwen3", seed=5)
     with pytest.raises(DraftsmithError, match="trained for target"):
         load_drafter(tmp_path / "d", other)
+    with torch.no_grad():  # what a diverged run saves
+        next(p for n, p in model.named_parameters() if n.startswith("fc")).fill_(float("nan"))
+    save_drafter(model, tmp_path / "d")
+    with pytest.raises(DraftsmithError, match="non-finite .NaN or inf. weights in fc"):
+        load_drafter(tmp_path / "d", target)
     (tmp_path / "d" / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(DraftsmithError, match="could not read"):
         load_drafter(tmp_path / "d", target)

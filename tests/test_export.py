@@ -338,6 +338,12 @@ def test_bad_directories_are_refused_clearly(tmp_path):
     )
     with pytest.raises(DraftsmithError, match="no weight 'layers.0.self_attn.q_norm.weight'"):
         load_drafter(tmp_path / "s", target)
+    save_file(  # a diverged run's export
+        {**weights, "lm_head.weight": weights["lm_head.weight"] * float("inf")},
+        str(tmp_path / "s" / "model.safetensors"),
+    )
+    with pytest.raises(DraftsmithError, match="non-finite .NaN or inf. weights in lm_head.weight"):
+        load_drafter(tmp_path / "s", target)
     (tmp_path / "s" / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(DraftsmithError, match="could not read"):
         load_drafter(tmp_path / "s", target)

@@ -80,6 +80,18 @@ def save_model(model: torch.nn.Module, directory: str | Path, dtype: torch.dtype
     return out
 
 
+def check_finite(state: dict[str, torch.Tensor], where: object) -> None:
+    """Refuse NaN or inf weights: a diverged training run saves them (session 29's GPU run had one),
+    and a drafter made of them drafts nothing (lossless, but never accepted), silently."""
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise DraftsmithError(
+            f"{where} holds non-finite (NaN or inf) weights in {', '.join(bad[:3])}{more}: the training run "
+            "that wrote it diverged; retrain (a lower --lr) or use an earlier checkpoint"
+        )
+
+
 def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
     """path/model.safetensors into `model`, every tensor accounted for; a reduced draft vocabulary
     (d2t) resizes its buffer first. A corrupt or mismatched file is a clear error."""
@@ -88,6 +100,7 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> torch.nn.Module:
         state = load_file(str(file))
     except Exception as e:  # safetensors raises its own error type for a missing or corrupt file
         raise DraftsmithError(f"could not read {file}: {e}") from e
+    check_finite(state, file)
     if "d2t" in state and hasattr(model, "d2t"):
         model.d2t = torch.empty_like(state["d2t"])
     try:

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
+from draftsmith.drafters.checkpoint import check_finite
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.errors import DraftsmithError
@@ -317,6 +318,7 @@ def read_weights(path: Path) -> dict[str, torch.Tensor]:
             weights.update(load_file(str(f)))
         except Exception as e:  # safetensors raises its own error type for a corrupt file
             raise DraftsmithError(f"could not read {f}: {e}") from e
+    check_finite(weights, path)
     return {k.removeprefix("model."): v for k, v in weights.items()}
 
 
