@@ -20,6 +20,22 @@ BATCH=${BATCH:-16}
 [ -d .dev1 ] || cp -r /tmp/keep1 .dev1 2>/dev/null
 [ -f .dev1/target-a.pt ] && [ -f .dev2/target-b.pt ] || { echo "missing .dev1/.dev2 (machine not warm?)"; exit 4; }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$LOG" 2>&1
+# CUDA MPS lets the processes' kernels run side by side instead of taking turns (session 29 ran
+# without it: each of six processes made ~1.1 steps/s). Not yet seen on these machines: a
+# context that fails or hangs under it within 60 s stops it, and the run goes on without (MPS=0: off)
+if [ "${MPS:-1}" = 1 ] && command -v nvidia-cuda-mps-control > /dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+  mkdir -p /tmp/mps-pipe /tmp/mps-log
+  if nvidia-cuda-mps-control -d >> "$LOG" 2>&1 && \
+     timeout 60 $PY -c 'import torch; print("mps check", torch.ones(4, device="cuda").sum().item())' >> "$LOG" 2>&1; then
+    echo "MPS on" >> "$LOG"
+  else
+    echo quit | nvidia-cuda-mps-control > /dev/null 2>&1; unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+    echo "MPS failed: off" >> "$LOG"
+  fi
+else
+  echo "MPS off" >> "$LOG"
+fi
 S=${SMOKE:+--smoke --batch 4 --anchors 16 --max-new 8}  # SMOKE=1: a random 2-layer target, tiny steps (a CPU check of this script), no target check
 [ -n "$S" ] || $PY "$J" check >> "$LOG" 2>&1 || { tail -5 "$LOG"; exit 3; }
 $PY "$J" regen --budget "$2" --batch 1024 $S >> "$LOG" 2>&1 &
@@ -31,6 +47,7 @@ for arm in $ARMS; do
 done
 (sleep 60; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader >> "$LOG" 2>&1) &
 wait
+[ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ] && { echo quit | nvidia-cuda-mps-control; } > /dev/null 2>&1
 echo "gpu_run done" >> "$LOG"
 cd "$OUT" || exit 5
 tar czf results.tgz job.log $(ls answers.npz 2>/dev/null) && rm -f answers.npz
