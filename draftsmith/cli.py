@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
@@ -102,6 +103,14 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
         help="dspark: stop a draft once the predicted prefix survival falls below this",
     )
     g.add_argument(
+        "--length-rule",
+        action="append",
+        default=None,
+        help="dflash/dspark, where a step's rows cost (fp32 on a CPU): shorten each draft by the request's "
+        "running acceptance ('history', the default, as every other method) or by the drafter's own "
+        "probabilities of its tokens after drafting ('prob'), or METHOD=RULE for one method or bench variant",
+    )
+    g.add_argument(
         "--lookup-bonus",
         action="append",
         default=None,
@@ -140,24 +149,45 @@ def _drafter_paths(values: list[str] | None) -> dict[str, str]:
     return paths
 
 
-def _per_method_numbers(flag: str, values: list[str] | None) -> dict[str, float]:
-    """VALUE / METHOD=VALUE flag values -> {method: number >= 0}; a bare VALUE is stored under "*".
-    Checked here, before the slow model load."""
+def _per_method_values(flag: str, values: list[str] | None, parse: Callable[[str, str], object]) -> dict:
+    """VALUE / METHOD=VALUE flag values -> {method: parse(flag value, VALUE)}; a bare VALUE is stored
+    under "*". Checked here, before the slow model load."""
     from draftsmith.drafters.registry import base_method
 
-    out: dict[str, float] = {}
+    out: dict[str, object] = {}
     for v in values or []:
-        method, sep, number = v.rpartition("=")
+        method, sep, raw = v.rpartition("=")
         if sep and not base_method(method):
             raise DraftsmithError(f"{flag} {v}: unknown method or variant {method!r}")
+        out[method if sep else "*"] = parse(v, raw)
+    return out
+
+
+def _per_method_numbers(flag: str, values: list[str] | None) -> dict:
+    """{method: number >= 0} from VALUE / METHOD=VALUE flag values."""
+
+    def number(v: str, raw: str) -> float:
         try:
-            value = float(number)
+            value = float(raw)
         except ValueError:
-            raise DraftsmithError(f"{flag} {v}: {number!r} is not a number") from None
+            raise DraftsmithError(f"{flag} {v}: {raw!r} is not a number") from None
         if not (math.isfinite(value) and value >= 0):
             raise DraftsmithError(f"{flag} {v}: must be a finite number >= 0")
-        out[method if sep else "*"] = value
-    return out
+        return value
+
+    return _per_method_values(flag, values, number)
+
+
+def _length_rules(values: list[str] | None) -> dict:
+    """{method: rule} from --length-rule RULE / METHOD=RULE."""
+    from draftsmith.engine.draft_length import LENGTH_RULES
+
+    def rule(v: str, raw: str) -> str:
+        if raw not in LENGTH_RULES:
+            raise DraftsmithError(f"--length-rule {v}: {raw!r} is not one of {', '.join(LENGTH_RULES)}")
+        return raw
+
+    return _per_method_values("--length-rule", values, rule)
 
 
 def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dict:
@@ -166,6 +196,7 @@ def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dic
 
     paths = _drafter_paths(args.drafter)
     bonus = _per_method_numbers("--lookup-bonus", getattr(args, "lookup_bonus", None))
+    rules = _length_rules(getattr(args, "length_rule", None))
     return {
         "draft_model": args.draft_model,
         "ngram_max": args.ngram_max,
@@ -173,6 +204,7 @@ def _drafter_options(args: argparse.Namespace, method: str | None = None) -> dic
         "drafter": (drafter_path(paths, method) if method else paths) or None,
         "confidence_threshold": args.confidence_threshold,
         "lookup_bonus": option_for(bonus, method) if method else bonus,
+        "length_rule": option_for(rules, method) if method else rules,
     }
 
 

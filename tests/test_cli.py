@@ -35,6 +35,8 @@ def run(capsys, *argv):
         (["bench", "--methods", "hybrid", "--lookup-bonus", "hybrid=lots"], "not a number"),
         (["generate", "hi", "--method", "hybrid", "--lookup-bonus", "-1"], "finite number >= 0"),
         (["bench", "--methods", "hybrid", "--lookup-bonus", "hybrid=inf"], "finite number >= 0"),
+        (["bench", "--methods", "dspark", "--length-rule", "dspark=fast"], "'fast' is not one of prob"),
+        (["generate", "hi", "--method", "dspark", "--length-rule", "eagle=prob"], "unknown method"),
         (["generate", "hi", "--method", "dflash", "--drafter", "/no/such/drafter"], "not found"),
         (["train", "--cache", "/tmp/c", "--out", "/tmp/o", "--init-from", "/no/such/drafter"], "not found"),
     ],
@@ -182,6 +184,14 @@ def test_lookup_bonus_per_method_and_variant():
     assert values == {"*": 2.0, "hybrid:hard": 0.0}
     assert option_for(values, "hybrid:hard") == 0.0 and option_for(values, "hybrid") == 2.0
     assert option_for({}, "hybrid") is None  # the method's own default
+
+
+def test_length_rule_per_method_and_variant():
+    from draftsmith.cli import _length_rules
+    from draftsmith.drafters.registry import option_for
+
+    rules = _length_rules(["prob", "dspark:hist=history"])
+    assert option_for(rules, "dspark:hist") == "history" and option_for(rules, "dflash") == "prob"
 
 
 def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path):

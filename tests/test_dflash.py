@@ -215,6 +215,27 @@ def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab, anchor_co
         assert drafter.confidences and all(0.0 <= c <= 1.0 for c in drafter.confidences)
 
 
+@pytest.mark.parametrize("rule", ["prob", "history"])
+def test_length_rules_are_lossless_and_cut_drafts_where_rows_cost(monkeypatch, rule):
+    target = tiny_target()
+    drafter = DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule=rule)
+    ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
+    plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
+    drafted = {}
+    costs = {"free": dict.fromkeys(range(1, 9), 0.01), "steep": {1: 0.01, **dict.fromkeys(range(2, 9), 9.0)}}
+    for name, cost in costs.items():
+        monkeypatch.setattr(target.runner, "step_cost", cost)
+        res = speculative_generate(target.runner, drafter, ids, StopRule(40))
+        assert res.tokens == plain.tokens
+        drafted[name] = res.stats.drafted
+    assert drafted["free"] > 0 and drafted["steep"] < drafted["free"] / 4
+    if rule == "prob":  # never a draft that costs more than it buys; one probability a drafted slot
+        assert drafted["steep"] == 0
+        assert drafter.token_probs and all(0.0 < p <= 1.0 for p in drafter.token_probs)
+    with pytest.raises(DraftsmithError, match="length rule must be one of prob, history"):
+        DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="fast")
+
+
 def test_wrong_method_for_checkpoint_is_refused():
     target = tiny_target()
     with pytest.raises(DraftsmithError, match="use --method dspark"):

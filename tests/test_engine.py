@@ -347,6 +347,18 @@ def test_draft_length_policy_truncates_unprofitable_drafts():
     assert best_length(3, {}, bad) == 3  # no cost table: keep the draft
 
 
+def test_length_by_probs_keeps_the_drafts_their_probabilities_pay_for():
+    from draftsmith.engine.draft_length import length_by_probs
+
+    cost, rate = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7}, 1.0  # at 1 token/s an extra 0.5 s costs half a token
+    assert length_by_probs([0.95, 0.9, 0.9], 3, cost, rate) == 3
+    assert length_by_probs([0.95, 0.9, 0.9], 2, cost, rate) == 2  # never beyond what the engine asks
+    assert length_by_probs([0.1, 0.9, 0.9], 3, cost, rate) == 0  # a likely miss first: no draft pays
+    assert length_by_probs([0.6, 0.1], 2, cost, rate) == 1  # the second draft is not worth its row
+    assert length_by_probs([0.01] * 3, 3, dict.fromkeys(range(1, 5), 1.0), rate) == 3  # free rows
+    assert length_by_probs([0.1], 1, {}, rate) == 1  # no cost table: keep the draft
+
+
 class HiddenRecorder(Drafter):
     """Asks for target hidden states and keeps them, to check the engine hands over the right rows."""
 

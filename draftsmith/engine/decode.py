@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.engine.draft_length import AcceptanceHistory, best_length
+from draftsmith.engine.draft_length import AcceptanceHistory, best_length, length_by_probs
 from draftsmith.engine.runner import ModelRunner, now
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -146,6 +146,9 @@ def speculative_generate(
     verify_fn: Verifier = verifier
     history = AcceptanceHistory()
     cost = runner.step_cost if adaptive else {}
+    # drafters that record their tokens' probabilities are cut by them after drafting (length_by_probs)
+    by_prob = bool(cost) and getattr(drafter, "length_rule", "history") == "prob"
+    made = 0  # tokens produced so far: with the time spent, the rate an extra step row is priced at
 
     t_start = now(device)
     max_len = min(runner.max_context, n_prompt + stop.max_new_tokens + k)
@@ -163,12 +166,16 @@ def speculative_generate(
         if room <= 0:
             break
         k_round = min(k, room - 1)
-        if cost and k_round and stats.rounds % 8 != 7:  # every 8th round explores the full draft
+        if cost and k_round and not by_prob and stats.rounds % 8 != 7:  # every 8th round: full draft
             k_round = best_length(k_round, cost, history)  # decided before drafting: no wasted guesses
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
-        if cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
+        if by_prob and k_use:
+            spent = stats.draft_s + stats.verify_s
+            rate = made / spent if spent > 0 else 1.0 / cost[1]
+            k_use = length_by_probs(drafter.token_probs, k_use, cost, rate)
+        elif cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
             k_use = best_length(k_use, cost, history)
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None
@@ -183,6 +190,7 @@ def speculative_generate(
         stats.verify_s += t2 - t1
 
         emitted, produced = progress.commit(draft_tokens[:n_acc].tolist() + [bonus])
+        made += produced
         stats.record_round(len(draft_tokens), n_acc, produced)
         record_confidences(stats, drafter, len(draft_tokens), n_acc)
         history.update(len(draft_tokens), n_acc)

@@ -133,8 +133,9 @@ def run_bench(
             opts = dict(drafter_options)
             if isinstance(opts.get("drafter"), dict) or ":" in name:  # {method: dir, "*": any method}
                 opts["drafter"] = drafter_path(opts.get("drafter") or {}, name)
-            if isinstance(opts.get("lookup_bonus"), dict):  # {method or variant: bonus, "*": any}
-                opts["lookup_bonus"] = option_for(opts["lookup_bonus"], name)
+            for key in ("lookup_bonus", "length_rule"):  # {method or variant: value, "*": any}
+                if isinstance(opts.get(key), dict):
+                    opts[key] = option_for(opts[key], name)
             drafter = build_drafter(base_method(name), target, k=k, **opts)
 
             def ours(ids, rep, drafter=drafter):

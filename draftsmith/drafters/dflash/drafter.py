@@ -21,6 +21,7 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
+from draftsmith.engine.draft_length import LENGTH_RULES
 from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
@@ -80,6 +81,7 @@ class DFlashDrafter(Drafter):
         confidence_threshold: float = 0.0,
         temperatures: tuple[float, ...] = (),
         biases: tuple[float, ...] = (),
+        length_rule: str = "history",
     ) -> None:
         self.model = model
         self.cfg = model.cfg
@@ -88,6 +90,10 @@ class DFlashDrafter(Drafter):
         self.default_k = self.cfg.block_size - self.first_slot
         self.target_vocab = target_vocab
         self.threshold = confidence_threshold
+        if length_rule not in LENGTH_RULES:
+            raise DraftsmithError(f"length rule must be one of {', '.join(LENGTH_RULES)}: {length_rule!r}")
+        self.length_rule = length_rule  # how speculative_generate shortens a draft where rows cost
+        self.token_probs: list[float] = []  # this round's: the drafter's probability of each drafted token
         self.confidences: list[float] = []
         self.confidence_logits: list[float] = []  # raw, before STS
         self.temperatures = tuple(temperatures)  # STS, per slot (1.0 beyond the fitted ones)
@@ -115,11 +121,20 @@ class DFlashDrafter(Drafter):
         return model
 
     @classmethod
-    def build(cls, target, drafter=None, k=None, confidence_threshold: float = 0.0, **_) -> DFlashDrafter:
+    def build(
+        cls,
+        target,
+        drafter=None,
+        k=None,
+        confidence_threshold: float = 0.0,
+        length_rule: str | None = None,
+        **_,
+    ) -> DFlashDrafter:
         """STS temperatures and biases stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
         model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
-        return cls(model, target.runner.vocab_size, confidence_threshold, *read_sts(path))
+        rule = length_rule or "history"  # "prob" did not pay in session 29's bench (drafting 6 slots a round)
+        return cls(model, target.runner.vocab_size, confidence_threshold, *read_sts(path), length_rule=rule)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight
@@ -228,7 +243,7 @@ class DFlashDrafter(Drafter):
         survive = [1.0] * n
         live = [k > 0 for k in ks]
         for d in drafters:
-            d.confidences, d.confidence_logits = [], []
+            d.confidences, d.confidence_logits, d.token_probs = [], [], []
         prev, prev_ids = m.prev_index(last), last
         for s in range(depth):
             rows = m.markov_in(prev) if cfg.markov_rank else None  # looked up once for both heads
@@ -261,6 +276,9 @@ class DFlashDrafter(Drafter):
                 if not params[i].greedy:
                     picks[i], q = draft_choice(logits[i], params[i], generators[i])
                     dists[i].append(q)
+                    d.token_probs.append(float(q[picks[i]]))
+                else:
+                    d.token_probs.append(float(torch.softmax(logits[i], -1)[picks[i]]))
                 chosen[i].append(picks[i])
             if not any(live):
                 break
