@@ -148,7 +148,6 @@ def speculative_generate(
     cost = runner.step_cost if adaptive else {}
     # drafters that record their tokens' probabilities are cut by them after drafting (length_by_probs)
     by_prob = bool(cost) and getattr(drafter, "length_rule", "history") == "prob"
-    made = 0  # tokens produced so far: with the time spent, the rate an extra step row is priced at
 
     t_start = now(device)
     max_len = min(runner.max_context, n_prompt + stop.max_new_tokens + k)
@@ -172,8 +171,8 @@ def speculative_generate(
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
         if by_prob and k_use:
-            spent = stats.draft_s + stats.verify_s
-            rate = made / spent if spent > 0 else 1.0 / cost[1]
+            spent = stats.draft_s + stats.verify_s  # the request's rate so far prices an extra step row
+            rate = stats.produced / spent if spent > 0 else 1.0 / cost[1]
             k_use = length_by_probs(drafter.token_probs, k_use, cost, rate)
         elif cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
             k_use = best_length(k_use, cost, history)
@@ -190,7 +189,6 @@ def speculative_generate(
         stats.verify_s += t2 - t1
 
         emitted, produced = progress.commit(draft_tokens[:n_acc].tolist() + [bonus])
-        made += produced
         stats.record_round(len(draft_tokens), n_acc, produced)
         record_confidences(stats, drafter, len(draft_tokens), n_acc)
         history.update(len(draft_tokens), n_acc)

@@ -273,12 +273,13 @@ class DFlashDrafter(Drafter):
                     if s > 0 and survive[i] < d.threshold:
                         live[i] = False
                         continue
+                q = None
                 if not params[i].greedy:
                     picks[i], q = draft_choice(logits[i], params[i], generators[i])
                     dists[i].append(q)
+                if d.length_rule == "prob":  # only its reader pays for it (the hot path otherwise)
+                    q = torch.softmax(logits[i], -1) if q is None else q
                     d.token_probs.append(float(q[picks[i]]))
-                else:
-                    d.token_probs.append(float(torch.softmax(logits[i], -1)[picks[i]]))
                 chosen[i].append(picks[i])
             if not any(live):
                 break
