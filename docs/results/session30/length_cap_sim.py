@@ -16,9 +16,12 @@ and where the oracle's lead comes from:
   cut-oracle   draft as history does, then verify exactly the drafts the target accepts
   skip-oracle  as history, but rounds whose first draft the target rejects draft nothing
 The drafts are saved to DEV_DIR/drafts6-FIRST-N.pt (rerun: policies only, no drafting).
-Usage: python docs/results/session30/length_cap_sim.py DEV_DIR [first] [n]
+SCALE=1.7 charges each step the calibrated premium x 1.7 (what verify_by_rows.py measured in the
+loop: 1.22x at 4 tokens); DECIDE=true lets the rules decide by those costs too.
+Usage: [SCALE=1.7] [DECIDE=true] python docs/results/session30/length_cap_sim.py DEV_DIR [first] [n]
 """
 
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -42,7 +45,12 @@ dev = sys.argv[1]
 first = int(sys.argv[2]) if len(sys.argv) > 2 else 15
 count = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 target = load_target(dtype="float32", fixed_rows=0)
-cost = target.runner.step_cost
+cost = target.runner.step_cost  # what the rules decide by
+SCALE = float(os.environ.get("SCALE", "1"))  # charge the calibrated premiums x SCALE (1.7: the loop's)
+DECIDE = os.environ.get("DECIDE", "calibrated")  # or "true": the rules decide by the charged costs
+charged = {n: cost[1] * (1 + SCALE * (c / cost[1] - 1)) for n, c in cost.items()}
+if DECIDE == "true":
+    cost = charged
 dspark = build_drafter("dspark", target, length_rule="prob")
 
 
@@ -104,7 +112,7 @@ def replay(rows, policy: str) -> tuple[int, float, int]:
             }[policy]
             k = length_by_probs(probs[:drafted], drafted, cost, rate)
         n = min(h, k) + 1
-        seconds += draft_s(drafted) + cost[k + 1]
+        seconds += draft_s(drafted) + charged[k + 1]
         tokens, rounds, j = tokens + n, rounds + 1, j + n
         history.update(k, n - 1)
     return tokens, seconds, rounds
@@ -123,7 +131,7 @@ for suite in SUITES:
         for rows in data[suite]:
             a, b, c = replay(rows, p)
             t, s, n = t + a, s + b, n + c
-        x = t / s * cost[1]
+        x = t / s * charged[1]
         means[p].append(x)
         cells.append(f"{x:.3f}x (tau {t / n:.2f})")
     print(f"| {suite} | " + " | ".join(cells) + " |")
