@@ -221,17 +221,32 @@ def test_length_rules_are_lossless_and_cut_drafts_where_rows_cost(monkeypatch, r
     drafter = DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule=rule)
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
-    drafted = {}
+    drafted, asked = {}, {}
+    propose = drafter.propose
+
+    def spy(tokens, k, params, generator):
+        asked[name].append(k)
+        return propose(tokens, k, params, generator)
+
+    monkeypatch.setattr(drafter, "propose", spy)
     costs = {"free": dict.fromkeys(range(1, 9), 0.01), "steep": {1: 0.01, **dict.fromkeys(range(2, 9), 9.0)}}
     for name, cost in costs.items():
+        asked[name] = []
         monkeypatch.setattr(target.runner, "step_cost", cost)
         res = speculative_generate(target.runner, drafter, ids, StopRule(40))
         assert res.tokens == plain.tokens
         drafted[name] = res.stats.drafted
     assert drafted["free"] > 0 and drafted["steep"] < drafted["free"] / 4
+    full = drafter.default_k
     if rule == "prob":  # never a draft that costs more than it buys; one probability a drafted slot
         assert drafted["steep"] == 0
         assert drafter.token_probs and all(0.0 < p <= 1.0 for p in drafter.token_probs)
+        # where rows are steep the history rule says 0: the prob rule drafts 1 slot to judge, and the
+        # full block only every 8th round (the history's exploration)
+        assert sorted(set(asked["steep"])) == [1, full]
+        assert asked["steep"].count(full) == len(asked["steep"]) // 8
+    else:  # the history rule drafts nothing where rows are steep, but every 8th round
+        assert set(asked["steep"]) == {full}
     with pytest.raises(DraftsmithError, match="length rule must be one of prob, history"):
         DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="fast")
 
