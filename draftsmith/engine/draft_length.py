@@ -67,9 +67,9 @@ def length_by_probs(probs: Sequence[float], proposed: int, cost: dict[int, float
     these probabilities tell accepted drafts from rejected ones better than DSpark's confidence head
     (first-slot AUC 0.82 against 0.77) and this rule beat `best_length` (1.187x against 1.157x). In
     the interleaved bench it raised tau (1.59 against 1.55) but not speed (1.134x against 1.151x):
-    drafting every round's full block cost +1.9 ms a round; so it is opt-in (--length-rule prob), and
-    since session 30 the engine drafts only best_length's length + 1 before this cut (a replay at the
-    step costs of the loop: 1.174x against 1.138x for the full block and 1.150x for best_length)."""
+    drafting every round's full block cost +1.9 ms a round. Since session 30 the engine drafts only
+    best_length's length + 1 before this cut, and it is DFlash/DSpark's default: 1.20x against 1.16x
+    for best_length alone in an interleaved bench (docs/BENCHMARKS.md, session 30)."""
     if not cost or proposed <= 0:
         return proposed
     best_k, best = 0, 1.0 - rate * cost[1]
