@@ -251,6 +251,54 @@ def test_length_rules_are_lossless_and_cut_drafts_where_rows_cost(monkeypatch, r
         DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="fast")
 
 
+def test_prob_rule_drafts_do_not_depend_on_the_clock(monkeypatch):
+    """The prob rule prices a row from the step-cost table, not the request's measured rate: with a
+    clock that jumps at random, two runs draft and verify exactly the same rows."""
+    import random
+
+    import draftsmith.engine.decode as decode
+
+    target = tiny_target()
+    drafter = DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="prob")
+    monkeypatch.setattr(target.runner, "step_cost", {n: 0.01 * (1 + 0.3 * (n - 1)) for n in range(1, 9)})
+    ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(2))
+    runs = []
+    for seed in (0, 1):
+        clock = random.Random(seed)
+        monkeypatch.setattr(decode, "now", lambda device, clock=clock: clock.uniform(0, 1e3))
+        res = speculative_generate(target.runner, drafter, ids, StopRule(40))
+        runs.append((res.tokens, res.stats.drafted, res.stats.accepted, res.stats.rounds))
+    assert runs[0] == runs[1]
+
+
+def test_hybrid_cuts_dspark_rounds_by_probability_and_lookups_by_history(monkeypatch):
+    from draftsmith.drafters.hybrid import HybridDrafter
+
+    target = tiny_target()
+    checkpoint = make_drafter(target, dspark=True)
+    assert HybridDrafter.build(target, drafter=checkpoint, length_rule="history").length_rule == "history"
+    drafter = HybridDrafter.build(target, drafter=checkpoint)
+    assert drafter.length_rule == "prob"  # DSpark's default
+    ids = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12] * 3 + [5, 6, 7])
+    plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
+    probs = []
+    propose = drafter.propose
+
+    def recording(*a, **kw):
+        draft = propose(*a, **kw)
+        probs.append((drafter.source, drafter.token_probs))
+        return draft
+
+    monkeypatch.setattr(drafter, "propose", recording)
+    steep = {1: 0.01, **dict.fromkeys(range(2, 9), 9.0)}
+    monkeypatch.setattr(target.runner, "step_cost", steep)
+    res = speculative_generate(target.runner, drafter, ids, StopRule(40))
+    assert res.tokens == plain.tokens
+    assert {s for s, _ in probs} == {"ngram", "dspark"}
+    assert all((p is None) == (s == "ngram") for s, p in probs)  # a lookup has no probabilities
+    assert res.stats.drafted <= len(probs) // 8 * drafter.default_k  # only exploration rounds verify
+
+
 def test_wrong_method_for_checkpoint_is_refused():
     target = tiny_target()
     with pytest.raises(DraftsmithError, match="use --method dspark"):

@@ -347,6 +347,24 @@ def test_draft_length_policy_truncates_unprofitable_drafts():
     assert best_length(3, {}, bad) == 3  # no cost table: keep the draft
 
 
+def test_modelled_rate_is_the_history_models_best_tokens_per_second():
+    """The prob rule prices a row at this rate: from the step costs and running acceptance only."""
+    from draftsmith.engine.draft_length import AcceptanceHistory, best_length, modelled_rate
+
+    cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
+    good, bad = AcceptanceHistory(), AcceptanceHistory()
+    for _ in range(50):
+        good.update(4, 4)
+        bad.update(4, 0)
+    assert modelled_rate(4, cost, bad) == pytest.approx(1.0)  # no draft pays: one token a plain step
+    k = best_length(4, cost, good)
+    survive = [good.conditional(0)]
+    for i in range(1, k):
+        survive.append(survive[-1] * good.conditional(i))
+    assert modelled_rate(4, cost, good) == pytest.approx((1 + sum(survive)) / cost[k + 1])
+    assert modelled_rate(0, cost, good) == pytest.approx(1.0)
+
+
 def test_length_by_probs_keeps_the_drafts_their_probabilities_pay_for():
     from draftsmith.engine.draft_length import length_by_probs
 

@@ -98,9 +98,9 @@ def drafts(
             rounds.append((len(tokens), d.tokens.tolist(), list(self.confidences)))
             return d
 
-    # the history rule: the prob rule's cuts read the request's wall-clock rate, so which rows a
-    # round verifies (and the fp32 states the drafter then sees) can differ between two runs
-    drafter = Recording.build(target, drafter=model, length_rule="history")
+    # the default (prob) rule: since session 31 its cuts price rows from the step-cost table, not the
+    # clock, so two runs verify the same rows (session 30 compared under "history" for that reason)
+    drafter = Recording.build(target, drafter=model)
     for ids in prompts:
         ids = torch.tensor(ids)
         res = speculative_generate(target.runner, drafter, ids, StopRule(n))

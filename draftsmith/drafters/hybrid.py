@@ -71,6 +71,13 @@ class HybridDrafter(Drafter):
         self.default_k = learned.default_k
         self.confidences: list[float] = []
         self.source = ""  # which drafter made the last proposal: "ngram" or "dspark"
+        self.length_rule = learned.length_rule  # applies to DSpark's rounds (token_probs below)
+
+    @property
+    def token_probs(self) -> list[float] | None:
+        """DSpark's probabilities of this round's drafts; None after a lookup round, which has none, so
+        the engine shortens it by the running acceptance instead."""
+        return self.learned.token_probs if self.source == "dspark" else None
 
     @classmethod
     def build(
@@ -82,12 +89,16 @@ class HybridDrafter(Drafter):
         ngram_min: int = 3,
         ngram_max: int = 5,
         lookup_bonus: float | None = None,
+        length_rule: str | None = None,
         **_,
     ):
         """--ngram-min/--ngram-max bound the suffix match that switches to lookup; a match shorter
         than 3 tokens is too weak to trust over the trained drafter, so the minimum is at least 3;
-        --lookup-bonus steers DSpark's own drafts toward shorter matches (0: off)."""
-        learned = DSparkDrafter.build(target, drafter=drafter, confidence_threshold=confidence_threshold)
+        --lookup-bonus steers DSpark's own drafts toward shorter matches (0: off); --length-rule is
+        DSpark's (see draft_length.LENGTH_RULES)."""
+        learned = DSparkDrafter.build(
+            target, drafter=drafter, confidence_threshold=confidence_threshold, length_rule=length_rule
+        )
         bonus = LOOKUP_BONUS if lookup_bonus is None else lookup_bonus
         return cls(learned, min_match=max(3, ngram_min), max_match=ngram_max, lookup_bonus=bonus)
 

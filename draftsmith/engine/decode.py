@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 import torch
 
 from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.engine.draft_length import AcceptanceHistory, best_length, length_by_probs
+from draftsmith.engine.draft_length import (
+    AcceptanceHistory,
+    best_length,
+    length_by_probs,
+    modelled_rate,
+)
 from draftsmith.engine.runner import ModelRunner, now
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -173,12 +178,12 @@ def speculative_generate(
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
-        if by_prob and k_use:
-            spent = stats.draft_s + stats.verify_s  # the request's rate so far prices an extra step row
-            rate = stats.produced / spent if spent > 0 else 1.0 / cost[1]
-            k_use = length_by_probs(drafter.token_probs, k_use, cost, rate)
-        elif cost and 0 < k_use < k_round and stats.rounds % 8 != 7:  # a shorter draft may not pay
-            k_use = best_length(k_use, cost, history)
+        probs = drafter.token_probs if by_prob else None  # None: this round's drafter recorded none
+        if probs is not None and k_use:
+            rate = modelled_rate(k, cost, history)  # prices an extra step row; no clock: drafts repeat
+            k_use = length_by_probs(probs, k_use, cost, rate)
+        elif cost and 0 < k_use and (by_prob or k_use < k_round) and stats.rounds % 8 != 7:
+            k_use = best_length(k_use, cost, history)  # a short draft, or one a slot long, may not pay
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None
         t1 = now(device)

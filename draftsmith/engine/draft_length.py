@@ -37,10 +37,8 @@ class AcceptanceHistory:
         return (self.accepted[i] + a) / (self.reached[i] + a + b)
 
 
-def best_length(proposed: int, cost: dict[int, float], history: AcceptanceHistory) -> int:
-    """Draft length in [0, proposed] that maximises expected tokens per verify-step second."""
-    if not cost or proposed <= 0:
-        return proposed
+def _best(proposed: int, cost: dict[int, float], history: AcceptanceHistory) -> tuple[int, float]:
+    """(length, expected tokens per verify-step second) of the best draft length in [0, proposed]."""
     best_k, best_rate = 0, 1.0 / cost[1]
     expected, survive = 1.0, 1.0
     for k in range(1, proposed + 1):
@@ -51,7 +49,21 @@ def best_length(proposed: int, cost: dict[int, float], history: AcceptanceHistor
         rate = expected / cost[k + 1]
         if rate > best_rate:
             best_k, best_rate = k, rate
-    return best_k
+    return best_k, best_rate
+
+
+def best_length(proposed: int, cost: dict[int, float], history: AcceptanceHistory) -> int:
+    """Draft length in [0, proposed] that maximises expected tokens per verify-step second."""
+    if not cost or proposed <= 0:
+        return proposed
+    return _best(proposed, cost, history)[0]
+
+
+def modelled_rate(proposed: int, cost: dict[int, float], history: AcceptanceHistory) -> float:
+    """Tokens/s the running acceptance expects at its best length: the price of an extra step row for
+    length_by_probs. Read from the step-cost table, not the clock, so drafts repeat run to run
+    (session 31's replay: 1.236x against 1.234x for the request's measured rate)."""
+    return _best(max(proposed, 0), cost, history)[1]
 
 
 LENGTH_RULES = ("prob", "history")

@@ -18,6 +18,8 @@ and where the oracle's lead comes from:
 The drafts are saved to DEV_DIR/drafts6-FIRST-N.pt (rerun: policies only, no drafting).
 SCALE=1.7 charges each step the calibrated premium x 1.7 (what verify_by_rows.py measured in the
 loop: 1.22x at 4 tokens); DECIDE=true lets the rules decide by those costs too.
+Session 31 added prob-cap-model(-d): prob-cap pricing a row at the history model's rate (from the step
+costs, no clock; -d: divided by 1.13 for drafting), which the engine now uses.
 Usage: [SCALE=1.7] [DECIDE=true] python docs/results/session30/length_cap_sim.py DEV_DIR [first] [n]
 """
 
@@ -87,6 +89,16 @@ def floor_stop(probs: list[float], rate: float, limit: int) -> int:
     return n
 
 
+def modelled_rate(history: AcceptanceHistory, overhead: float) -> float:
+    """Tokens/s the history model expects at its best length (step costs x overhead for drafting)."""
+    best, expected, survive = 1.0 / cost[1], 1.0, 1.0
+    for k in range(1, K + 1):
+        survive *= history.conditional(k - 1)
+        expected += survive
+        best = max(best, expected / cost[k + 1])
+    return best / overhead
+
+
 def replay(rows, policy: str) -> tuple[int, float, int]:
     j = rounds = tokens = 0
     seconds = 0.0
@@ -95,6 +107,8 @@ def replay(rows, policy: str) -> tuple[int, float, int]:
         h, probs = rows[j]
         rate = tokens / seconds if seconds else 1 / (cost[1] + draft_s(3))
         explore = rounds % 8 == 7
+        if policy.startswith("prob-cap-model"):  # deterministic: the history model's rate, no clock
+            rate = modelled_rate(history, 1.0 if policy == "prob-cap-model" else 1.13)
         hist = K if explore else best_length(K, cost, history)
         if policy == "oracle":
             drafted = k = h
@@ -108,6 +122,8 @@ def replay(rows, policy: str) -> tuple[int, float, int]:
             drafted = {
                 "prob-6": K,
                 "prob-cap": min(K, hist + 1) if not explore else K,
+                "prob-cap-model": min(K, hist + 1) if not explore else K,
+                "prob-cap-model-d": min(K, hist + 1) if not explore else K,
                 "prob-stop": floor_stop(probs, rate, K),
             }[policy]
             k = length_by_probs(probs[:drafted], drafted, cost, rate)
@@ -121,7 +137,8 @@ def replay(rows, policy: str) -> tuple[int, float, int]:
 saved = Path(dev) / f"drafts6-{first}-{count}.pt"
 data = torch.load(saved) if saved.exists() else collect()
 torch.save(data, saved)
-policies = ("history", "prob-6", "prob-cap", "prob-stop", "cut-oracle", "skip-oracle", "oracle")
+policies = ("history", "prob-6", "prob-cap", "prob-cap-model", "prob-cap-model-d", "prob-stop")
+policies += ("cut-oracle", "skip-oracle", "oracle")
 print("| suite | " + " | ".join(policies) + " |\n|---|" + "---|" * len(policies))
 means = {p: [] for p in policies}
 for suite in SUITES:
