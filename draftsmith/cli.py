@@ -106,9 +106,10 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
         "--length-rule",
         action="append",
         default=None,
-        help="dflash/dspark, where a step's rows cost (fp32 on a CPU): shorten each draft by the drafter's "
-        "own probabilities of its tokens after drafting ('prob', the default) or by the request's running "
-        "acceptance alone ('history', as every other method), or METHOD=RULE for one method or bench variant",
+        help="dflash/dspark/hybrid, where a step's rows cost (fp32 on a CPU): shorten each draft by the "
+        "drafter's own probabilities of its tokens after drafting ('prob', the default; the hybrid's lookup "
+        "rounds use 'history') or by the request's running acceptance alone ('history', as every other "
+        "method), or METHOD=RULE for one method or bench variant",
     )
     g.add_argument(
         "--lookup-bonus",
