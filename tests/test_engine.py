@@ -334,14 +334,22 @@ def test_the_lm_head_takes_its_own_layout_and_both_layouts_agree():
     torch.testing.assert_close(small, large[:HEAD_SMALL], atol=1e-5, rtol=1e-5)
 
 
-def test_draft_length_policy_truncates_unprofitable_drafts():
-    from draftsmith.engine.draft_length import AcceptanceHistory, best_length
+def _histories():
+    """Running acceptance of 50 rounds of 4 drafts: all accepted (good), none accepted (bad)."""
+    from draftsmith.engine.draft_length import AcceptanceHistory
 
-    cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
     good, bad = AcceptanceHistory(), AcceptanceHistory()
     for _ in range(50):
         good.update(4, 4)
         bad.update(4, 0)
+    return good, bad
+
+
+def test_draft_length_policy_truncates_unprofitable_drafts():
+    from draftsmith.engine.draft_length import best_length
+
+    cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
+    good, bad = _histories()
     assert best_length(4, cost, good) == 4
     assert best_length(4, cost, bad) == 0
     assert best_length(3, {}, bad) == 3  # no cost table: keep the draft
@@ -349,13 +357,10 @@ def test_draft_length_policy_truncates_unprofitable_drafts():
 
 def test_modelled_rate_is_the_history_models_best_tokens_per_second():
     """The prob rule prices a row at this rate: from the step costs and running acceptance only."""
-    from draftsmith.engine.draft_length import AcceptanceHistory, best_length, modelled_rate
+    from draftsmith.engine.draft_length import best_length, modelled_rate
 
     cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
-    good, bad = AcceptanceHistory(), AcceptanceHistory()
-    for _ in range(50):
-        good.update(4, 4)
-        bad.update(4, 0)
+    good, bad = _histories()
     assert modelled_rate(4, cost, bad) == pytest.approx(1.0)  # no draft pays: one token a plain step
     k = best_length(4, cost, good)
     survive = [good.conditional(0)]

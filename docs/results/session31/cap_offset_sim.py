@@ -9,42 +9,19 @@ Drafting is charged DRAFT_A + DRAFT_B * slots (DRAFT_B from the environment, def
 Usage: [DRAFT_B=S] python docs/results/session31/cap_offset_sim.py DEV_DIR
 """
 
-import os
 import statistics
 import sys
 from pathlib import Path
 
 import torch
 
-from draftsmith.api import load_target
-from draftsmith.engine.draft_length import AcceptanceHistory, best_length, length_by_probs, modelled_rate
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prob_power_sim import replay  # noqa: E402  (the engine's rule over saved drafts)
 
-K = 6
-DRAFT_A, DRAFT_B = 3.6e-3, float(os.environ.get("DRAFT_B", "0.8e-3"))
+from draftsmith.api import load_target  # noqa: E402
+
 dev = Path(sys.argv[1])
 calibrated = load_target(dtype="float32", fixed_rows=0).runner.step_cost
-
-
-def replay(rows, extra: int | None, cost: dict[int, float]) -> tuple[int, float]:
-    """extra None: the history rule alone; else draft history + extra slots, then cut by probability."""
-    j = rounds = tokens = 0
-    seconds = 0.0
-    history = AcceptanceHistory()
-    while j < len(rows):
-        h, probs = rows[j]
-        explore = rounds % 8 == 7
-        hist = K if explore else best_length(K, cost, history)
-        if extra is None:
-            drafted = k = hist
-        else:
-            drafted = K if explore else min(K, hist + extra)
-            k = length_by_probs(probs[:drafted], drafted, cost, modelled_rate(K, cost, history))
-        n = min(h, k) + 1
-        seconds += (DRAFT_A + DRAFT_B * drafted if drafted else 0.0) + cost[k + 1]
-        tokens, rounds, j = tokens + n, rounds + 1, j + n
-        history.update(k, n - 1)
-    return tokens, seconds
-
 
 policies = (None, 0, 1, 2)
 names = ["history" if e is None else f"prob, +{e}" for e in policies]
@@ -60,7 +37,7 @@ for saved in sorted(dev.glob("drafts6-*.pt")):
             for answers in data.values():
                 t = s = 0.0
                 for rows in answers:
-                    a, b = replay(rows, extra, cost)
+                    a, b, _ = replay(rows, cost, extra)
                     t, s = t + a, s + b
                 speeds.append(t / s * cost[1])
             cells.append(f"{statistics.mean(speeds):.3f}x")
