@@ -108,7 +108,7 @@ def _add_method_args(p: argparse.ArgumentParser) -> None:
         default=None,
         help="dflash/dspark/hybrid, where a step's rows cost (fp32 on a CPU): shorten each draft by the "
         "drafter's own probabilities of its tokens after drafting ('prob', the default; the hybrid's lookup "
-        "rounds use 'history') or by the request's running acceptance alone ('history', as every other "
+        "drafts count as sure) or by the request's running acceptance alone ('history', as every other "
         "method), or METHOD=RULE for one method or bench variant",
     )
     g.add_argument(

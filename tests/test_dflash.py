@@ -271,7 +271,7 @@ def test_prob_rule_drafts_do_not_depend_on_the_clock(monkeypatch):
     assert runs[0] == runs[1]
 
 
-def test_hybrid_cuts_dspark_rounds_by_probability_and_lookups_by_history(monkeypatch):
+def test_hybrid_cuts_dspark_rounds_by_probability_and_verifies_lookups_whole(monkeypatch):
     from draftsmith.drafters.hybrid import HybridDrafter
 
     target = tiny_target()
@@ -281,12 +281,12 @@ def test_hybrid_cuts_dspark_rounds_by_probability_and_lookups_by_history(monkeyp
     assert drafter.length_rule == "prob"  # DSpark's default
     ids = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12] * 3 + [5, 6, 7])
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
-    probs = []
+    rounds = []
     propose = drafter.propose
 
     def recording(*a, **kw):
         draft = propose(*a, **kw)
-        probs.append((drafter.source, drafter.token_probs))
+        rounds.append((drafter.source, list(drafter.token_probs), len(draft.tokens)))
         return draft
 
     monkeypatch.setattr(drafter, "propose", recording)
@@ -294,9 +294,18 @@ def test_hybrid_cuts_dspark_rounds_by_probability_and_lookups_by_history(monkeyp
     monkeypatch.setattr(target.runner, "step_cost", steep)
     res = speculative_generate(target.runner, drafter, ids, StopRule(40))
     assert res.tokens == plain.tokens
-    assert {s for s, _ in probs} == {"ngram", "dspark"}
-    assert all((p is None) == (s == "ngram") for s, p in probs)  # a lookup has no probabilities
-    assert res.stats.drafted <= len(probs) // 8 * drafter.default_k  # only exploration rounds verify
+    assert {s for s, _, _ in rounds} == {"ngram", "dspark"}
+    for source, probs, _ in rounds:  # a lookup counts as sure; DSpark reports its own probabilities
+        assert probs == [1.0] * drafter.default_k if source == "ngram" else all(0 < p <= 1 for p in probs)
+    # rows this dear do not pay even for sure tokens: only exploration rounds verify
+    assert res.stats.drafted <= len(rounds) // 8 * drafter.default_k
+
+    rounds.clear()
+    monkeypatch.setattr(target.runner, "step_cost", dict.fromkeys(range(1, 9), 0.01))
+    res = speculative_generate(target.runner, drafter, ids, StopRule(40))
+    assert res.tokens == plain.tokens
+    assert any(s == "ngram" and n for s, _, n in rounds)
+    assert res.stats.drafted == sum(n for _, _, n in rounds)  # free rows: nothing drafted is cut
 
 
 def test_wrong_method_for_checkpoint_is_refused():

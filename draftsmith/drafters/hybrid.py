@@ -74,10 +74,13 @@ class HybridDrafter(Drafter):
         self.length_rule = learned.length_rule  # applies to DSpark's rounds (token_probs below)
 
     @property
-    def token_probs(self) -> list[float] | None:
-        """DSpark's probabilities of this round's drafts; None after a lookup round, which has none, so
-        the engine shortens it by the running acceptance instead."""
-        return self.learned.token_probs if self.source == "dspark" else None
+    def token_probs(self) -> list[float]:
+        """DSpark's probabilities of this round's drafts, or 1.0 for each slot of a lookup round: a
+        lookup copies text the context already holds, so the engine verifies all it drafted (up to the
+        history length + 1 the engine asked for), unless the rows cost more than certain tokens earn.
+        Cutting lookups by the history rule instead lost 0.01-0.02x in two interleaved benches
+        (docs/BENCHMARKS.md, sessions 31 and 32)."""
+        return self.learned.token_probs if self.source == "dspark" else [1.0] * self.default_k
 
     @classmethod
     def build(
