@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from draftsmith.api import load_target
+from draftsmith.engine.lean_llama import LeanLlamaRunner
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 20
 CONTEXT = int(sys.argv[2]) if len(sys.argv) > 2 else 256
@@ -71,10 +72,7 @@ class StaticDecoder(nn.Module):
     def rms(self, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return F.rms_norm(x, (x.shape[-1],), w, self.eps)
 
-    @staticmethod
-    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x1, x2 = x.chunk(2, dim=-1)
-        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+    rotate = staticmethod(LeanLlamaRunner._rotate)  # the lean runner's rotary, shared
 
     def forward(self, ids: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """ids [n], pos [n] (consecutive positions): logits [n, V]; writes K/V at pos."""
