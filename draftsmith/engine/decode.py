@@ -151,7 +151,8 @@ def speculative_generate(
     verify_fn: Verifier = verifier
     history = AcceptanceHistory()
     cost = runner.step_cost if adaptive else {}
-    # drafters that record their tokens' probabilities are cut by them after drafting (length_by_probs)
+    # a drafter with length_rule "prob" records each round's `token_probs` (one per drafted token; a
+    # hybrid's lookup round reports 1.0) and is cut by them after drafting (length_by_probs)
     by_prob = bool(cost) and getattr(drafter, "length_rule", "history") == "prob"
 
     t_start = now(device)
@@ -178,11 +179,10 @@ def speculative_generate(
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)
         k_use = min(k_round, len(draft.tokens))
-        probs = drafter.token_probs if by_prob else None  # None: this round's drafter recorded none
-        if probs is not None and k_use:
+        if by_prob and k_use:
             rate = modelled_rate(k, cost, history)  # prices an extra step row; no clock: drafts repeat
-            k_use = length_by_probs(probs, k_use, cost, rate)
-        elif cost and 0 < k_use and (by_prob or k_use < k_round) and stats.rounds % 8 != 7:
+            k_use = length_by_probs(drafter.token_probs, k_use, cost, rate)
+        elif cost and 0 < k_use < k_round and stats.rounds % 8 != 7:
             k_use = best_length(k_use, cost, history)  # a short draft, or one a slot long, may not pay
         draft_tokens = draft.tokens[:k_use].to(device)
         draft_probs = draft.probs[:k_use] if draft.probs is not None else None

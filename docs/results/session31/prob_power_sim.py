@@ -6,7 +6,8 @@ the saved 6-slot drafts of session 30 (`length_cap_sim.py` writes DEV_DIR/drafts
 the engine's rule (draft the history length + 1, cut by the probabilities, a row priced at the
 history model's rate) reading p ** alpha instead of p, for several alpha, on both saved slices.
 Drafting is charged DRAFT_A + DRAFT_B * slots (DRAFT_B from the environment, default 0.8e-3 s),
-verification the runner's calibrated step cost. `cap_offset_sim.py` reuses `replay`.
+verification the runner's calibrated step cost. `cap_offset_sim.py` and session 32's
+`skip_probe.py` reuse `replay`.
 Usage: python docs/results/session31/prob_power_sim.py DEV_DIR
 """
 
@@ -25,16 +26,30 @@ K = 6
 DRAFT_A, DRAFT_B = 3.6e-3, float(os.environ.get("DRAFT_B", "0.8e-3"))  # seconds: a draft pass, a slot
 
 
-def replay(rows, cost: dict[int, float], extra: int | None = 1, alpha: float = 1.0) -> tuple[int, float, int]:
+def replay(
+    rows,
+    cost: dict[int, float],
+    extra: int | None = 1,
+    alpha: float = 1.0,
+    charged: dict[int, float] | None = None,
+    skip: list[bool] | None = None,
+) -> tuple[int, float, int]:
     """Greedy decoding over one answer's saved drafts: (tokens, seconds, rounds). extra None: the
     history rule alone; else draft the history length + extra slots (the full block every 8th round),
-    then cut by the drafted tokens' probabilities ** alpha, a row priced at the history model's rate."""
+    then cut by the drafted tokens' probabilities ** alpha, a row priced at the history model's rate.
+    charged: the step costs to charge, where they differ from those the rules decide by (`cost`);
+    skip[j]: a non-exploring round at answer position j drafts nothing (session 32's skip probe)."""
+    charged = charged or cost
     j = rounds = tokens = 0
     seconds = 0.0
     history = AcceptanceHistory()
     while j < len(rows):
         h, probs = rows[j]
         explore = rounds % 8 == 7
+        if skip is not None and skip[j] and not explore:
+            seconds += charged[1]
+            tokens, rounds, j = tokens + 1, rounds + 1, j + 1
+            continue
         hist = K if explore else best_length(K, cost, history)
         if extra is None:
             drafted = k = hist
@@ -43,7 +58,7 @@ def replay(rows, cost: dict[int, float], extra: int | None = 1, alpha: float = 1
             p = [q**alpha for q in probs[:drafted]]
             k = length_by_probs(p, drafted, cost, modelled_rate(K, cost, history))
         n = min(h, k) + 1
-        seconds += (DRAFT_A + DRAFT_B * drafted if drafted else 0.0) + cost[k + 1]
+        seconds += (DRAFT_A + DRAFT_B * drafted if drafted else 0.0) + charged[k + 1]
         tokens, rounds, j = tokens + n, rounds + 1, j + n
         history.update(k, n - 1)
     return tokens, seconds, rounds

@@ -8,7 +8,7 @@ logistic probe on what the target has already computed when a round starts: its 
 before the anchor, the anchor (bonus) token's embedding, the states of the layers DSpark reads, and
 scalars (the target's probability of the anchor and its entropy, the longest earlier match of the
 context's suffix), on dev answers 0-14, and reports its first-slot AUC on answers 15-24 and a
-replay (prob_power_sim.replay's rule, plus: skip drafting when the probe's p < threshold) over the
+replay (prob_power_sim.replay's rule, with its skip: no draft when the probe's p < threshold) over the
 saved 6-slot drafts of session 30 (DEV_DIR/drafts6-*.pt).
 EXTRA=labels.pt (skip_labels.py) adds first-slot labels on training answers to the fit set; L2 the
 penalties tried.
@@ -24,12 +24,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session28"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "session31"))
-from prob_power_sim import DRAFT_A, DRAFT_B, K  # noqa: E402
+from prob_power_sim import replay  # noqa: E402
 from walk_lib import SUITES, dev_rows  # noqa: E402
 
 from draftsmith.api import load_target  # noqa: E402
 from draftsmith.drafters.registry import build_drafter  # noqa: E402
-from draftsmith.engine.draft_length import AcceptanceHistory, best_length, length_by_probs, modelled_rate  # noqa: E402
 from draftsmith.engine.runner import FINAL  # noqa: E402
 
 SCALE = float(os.environ.get("SCALE", "1"))
@@ -117,29 +116,6 @@ def predict(model, x: torch.Tensor) -> torch.Tensor:
     return torch.sigmoid(torch.cat([(x - mu) / sd, torch.ones(len(x), 1)], 1).double() @ w).float()
 
 
-def replay(rows, p_skip: list[float], threshold: float) -> tuple[int, float]:
-    """prob_power_sim.replay's engine rule (history length + 1, cut by probabilities), except that a
-    non-exploring round whose probe p < threshold drafts nothing and runs a plain step."""
-    j = rounds = tokens = 0
-    seconds = 0.0
-    history = AcceptanceHistory()
-    while j < len(rows):
-        h, probs = rows[j]
-        explore = rounds % 8 == 7
-        if not explore and p_skip[j] < threshold:
-            seconds += charged[1]
-            tokens, rounds, j = tokens + 1, rounds + 1, j + 1
-            continue
-        hist = K if explore else best_length(K, cost, history)
-        drafted = K if explore else min(K, hist + 1)
-        k = length_by_probs(probs[:drafted], drafted, cost, modelled_rate(K, cost, history))
-        n = min(h, k) + 1
-        seconds += DRAFT_A + DRAFT_B * drafted + charged[k + 1]
-        tokens, rounds, j = tokens + n, rounds + 1, j + n
-        history.update(k, n - 1)
-    return tokens, seconds
-
-
 def main() -> None:
     dev = Path(sys.argv[1])
     sets = {"fit": (0, 15), "test": (15, 10)}
@@ -195,7 +171,7 @@ def main() -> None:
                 tok = sec = 0.0
                 for a, rows in zip(feats[name][suite], drafts[name][suite], strict=True):
                     p = predict(model, torch.cat([a[k] for k in keys], 1)).tolist()
-                    x, y = replay(rows, p, t)
+                    x, y, _ = replay(rows, cost, charged=charged, skip=[q < t for q in p])
                     tok, sec = tok + x, sec + y
                 means[t].append(tok / sec * charged[1])
                 cells.append(f"{means[t][-1]:.3f}x")
