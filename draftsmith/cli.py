@@ -465,6 +465,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         decay=args.decay,
         held_out=args.held_out,
         init_from=args.init_from,
+        grown_lr=args.grown_lr,
         options=options_from_args(recipe, args),
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
@@ -838,6 +839,14 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         metavar="DIR",
         help="start from a trained drafter of this method and target (fine-tune the shipped one on "
         "your own answers, or continue a finished run); the options must match its config.json",
+    )
+    p.add_argument(
+        "--grown-lr",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="with --init-from: the weights this fine-tune adds (e.g. --lookup-input's) learn at X times "
+        "--lr; they start as a no-op and grow slowly at a fine-tune's low rate",
     )
     p.add_argument(
         "--compile",

@@ -32,6 +32,7 @@ def make_drafter(
     draft_vocab: int | None = None,
     anchor_context: bool = False,
     markov_state: int = 0,
+    lookup_input: int = 0,
 ) -> DFlashModel:
     c = target.model.config
     cfg = DFlashConfig(
@@ -49,6 +50,7 @@ def make_drafter(
         markov_state=markov_state,
         confidence=dspark,
         anchor_context=anchor_context,
+        lookup_input=lookup_input,
         method="dspark" if dspark else "dflash",
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),
@@ -58,6 +60,11 @@ def make_drafter(
     if markov_state:  # a live state update (it starts as a no-op), so the tests see its effect
         with torch.no_grad():
             model.state_out.weight.normal_(0.0, 0.5, generator=torch.Generator().manual_seed(3))
+    if lookup_input:  # live lookup weights (they start as a no-op), so the tests see the guesses
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(4)
+            model.lookup_in.weight.normal_(0.0, 1.0, generator=g)
+            model.lookup_len.weight.normal_(0.0, 1.0, generator=g)
     if draft_vocab:
         model.d2t = torch.arange(VOCAB - draft_vocab, VOCAB)  # a reduced vocabulary (the top ids)
     model.attach_target(
@@ -196,13 +203,26 @@ def test_save_load_round_trip_and_target_check(tmp_path, dspark):
 
 
 @pytest.mark.parametrize(
-    "dspark,draft_vocab,anchor_context,markov_state",
-    [(False, None, False, 0), (True, None, False, 0), (True, 64, True, 0), (True, 64, False, 16)],
+    "dspark,draft_vocab,anchor_context,markov_state,lookup_input",
+    [
+        (False, None, False, 0, 0),
+        (True, None, False, 0, 0),
+        (True, 64, True, 0, 0),
+        (True, 64, False, 16, 0),
+        (True, 64, False, 0, 3),
+    ],
 )
-def test_decoding_with_block_drafters_is_lossless(dspark, draft_vocab, anchor_context, markov_state):
+def test_decoding_with_block_drafters_is_lossless(
+    dspark, draft_vocab, anchor_context, markov_state, lookup_input
+):
     target = tiny_target()
     model = make_drafter(
-        target, dspark, draft_vocab=draft_vocab, anchor_context=anchor_context, markov_state=markov_state
+        target,
+        dspark,
+        draft_vocab=draft_vocab,
+        anchor_context=anchor_context,
+        markov_state=markov_state,
+        lookup_input=lookup_input,
     )
     cls = DSparkDrafter if dspark else DFlashDrafter
     drafter = cls.build(target, drafter=model)
@@ -317,14 +337,28 @@ def test_wrong_method_for_checkpoint_is_refused():
 
 
 @pytest.mark.parametrize(
-    "dspark,anchor_context,markov_state",
-    [(False, False, 0), (True, False, 0), (True, True, 0), (True, False, 16)],
+    "dspark,anchor_context,markov_state,lookup_input",
+    [
+        (False, False, 0, 0),
+        (True, False, 0, 0),
+        (True, True, 0, 0),
+        (True, False, 16, 0),
+        (True, False, 0, 4),
+    ],
 )
-def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov_state):
+def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov_state, lookup_input):
     """What the drafter proposes while decoding is what training optimised: for every round, the
-    training layout (context before the anchor, anchored block) gives the same greedy draft."""
+    training layout (context before the anchor, anchored block, the slots' lookup guesses) gives the
+    same greedy draft."""
     target = tiny_target()
-    model = make_drafter(target, dspark, block=5, anchor_context=anchor_context, markov_state=markov_state)
+    model = make_drafter(
+        target,
+        dspark,
+        block=5,
+        anchor_context=anchor_context,
+        markov_state=markov_state,
+        lookup_input=lookup_input,
+    )
     if anchor_context:  # a visible anchor-state path: without it the test could pass with it ignored
         with torch.no_grad():
             model.fc.weight.mul_(4.0)
@@ -340,13 +374,20 @@ def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov
     ids = torch.randint(3, VOCAB, (10,), generator=torch.Generator().manual_seed(2))
     speculative_generate(target.runner, drafter, ids, StopRule(30))
     assert len(rounds) > 3
+    guessed = 0
     with torch.no_grad():
         for tokens, draft in rounds:
             a = len(tokens) - 1
             feats, _ = target_states(target, tokens[None], list(model.cfg.target_layers))
             batch = build_blocks(
-                tokens[None], torch.ones(1, len(tokens), dtype=torch.bool), [torch.tensor([a])], 5, MASK_ID
+                tokens[None],
+                torch.ones(1, len(tokens), dtype=torch.bool),
+                [torch.tensor([a])],
+                5,
+                MASK_ID,
+                lookup_input=lookup_input,
             )
+            guessed += bool(lookup_input and batch.guess_lens.any())
             states = block_forward(model, batch, feats)[0]
             prev_id = tokens[-1]
             for s, want in enumerate(draft.tolist()):
@@ -355,6 +396,47 @@ def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov
                 slot = logits + model.markov_bias(prev) if dspark else logits
                 prev_id = model.d2t[slot.argmax()]
                 assert int(prev_id) == want
+    assert guessed or not lookup_input  # some rounds had a guess, so the path was exercised
+
+
+def test_slot_guesses_are_the_lookup_continuation_with_its_match_length():
+    """Slot k predicts anchor + k + 1, so it gets the continuation's k-th token; no match, no guess."""
+    import numpy as np
+
+    from draftsmith.drafters.dflash.lookup import slot_guesses
+
+    ids, lens = slot_guesses(np.array([5, 6, 7, 8, 5, 6]), 4, 3)
+    assert ids.tolist() == [7, 8, 5, 6] and lens.tolist() == [2, 2, 2, 2]
+    ids, lens = slot_guesses(np.array([5, 6, 7, 6]), 4, 3)  # "6" once before: a 1-token match
+    assert ids.tolist() == [7, 6, 0, 0] and lens.tolist() == [1, 1, 0, 0]
+    ids, lens = slot_guesses(np.array([1, 2, 3]), 4, 3)
+    assert ids.tolist() == [0, 0, 0, 0] and lens.tolist() == [0, 0, 0, 0]
+
+
+def test_lookup_input_starts_as_a_no_op_and_a_fine_tune_grows_it():
+    """A drafter gaining lookup guesses (zero-initialised) drafts exactly as the one it starts from,
+    and its lookup weights get a gradient, so training can learn to use the guesses."""
+    target = tiny_target()
+    base = make_drafter(target, True, block=4)
+    grown = DFlashModel(dataclasses.replace(base.cfg, lookup_input=3))
+    missing = grown.load_state_dict(base.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["lookup_in.weight", "lookup_len.weight"]
+    head = target.model.get_output_embeddings().weight
+    grown.attach_target(target.model.get_input_embeddings().weight, head)
+    ids = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 8]])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    anchors = [torch.tensor([4, 5, 8])]
+    feats, final = target_states(target, ids, list(base.cfg.target_layers))
+    plain = build_blocks(ids, mask, anchors, 4, MASK_ID)
+    with_guesses = build_blocks(ids, mask, anchors, 4, MASK_ID, lookup_input=3)
+    assert with_guesses.guess_lens.any()
+    with torch.no_grad():
+        assert torch.allclose(block_forward(base, plain, feats), block_forward(grown, with_guesses, feats))
+    loss, _ = block_loss(grown, with_guesses, feats, final, target_head=head)
+    loss.backward()
+    assert grown.lookup_in.weight.grad.abs().sum() > 0 and grown.lookup_len.weight.grad.abs().sum() > 0
+    with pytest.raises(ValueError, match="lookup"):
+        block_forward(grown, plain, feats)
 
 
 def test_greedy_labels_score_what_greedy_decoding_accepts():

@@ -291,7 +291,9 @@ def test_what_a_format_cannot_carry_is_refused_by_name(tmp_path, fmt, kwargs, ma
     assert not (tmp_path / "x").exists()
 
 
-@pytest.mark.parametrize("feature,value", [("anchor_context", True), ("markov_state", 16)])
+@pytest.mark.parametrize(
+    "feature,value", [("anchor_context", True), ("markov_state", 16), ("lookup_input", 4)]
+)
 def test_draftsmith_only_features_are_refused(tmp_path, feature, value):
     target = tiny_target()
     model = make(target)

@@ -222,6 +222,35 @@ def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(
         warm_start(fresh, recipe, target, str(tmp_path / "nowhere"))
 
 
+def test_a_fine_tune_grows_lookup_guesses_at_their_own_rate_and_resumes(tmp_path):
+    """--lookup-input on a trained DSpark: the new weights start at zero and learn at lr x grown_lr
+    (Adam's first steps move every weight by ~lr, so the largest grown entry shows the rate)."""
+    target = tiny_target()
+    answers = make_answers(tmp_path, n=6)
+    rows = [json.loads(line) for line in answers.read_text().splitlines()]
+    for r in rows:  # answers that repeat themselves, so most anchors have a lookup guess
+        r["answer"] = " ".join([r["answer"].split()[0], "t7 t8 t9"] * 5)
+    answers.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = _tiny_block_config("dspark", steps=2)
+    train(target, cache, cfg, tmp_path / "first", progress=False)
+    moved = {}
+    for scale in (1.0, 10.0):
+        flat = {**cfg.flat(), "init_from": str(tmp_path / "first"), "lookup_input": 4, "grown_lr": scale}
+        flat.update(steps=2, warmup=0.0, lr=1e-3)
+        run = TrainConfig.from_flat(**flat)
+        if scale > 1:  # stop and resume: the resume rebuilds the same two parameter groups
+            train(target, cache, run, tmp_path / f"grown{scale}", progress=False, stop_after=1)
+        train(target, cache, run, tmp_path / f"grown{scale}", progress=False)
+        model = cfg.recipe.load(target, tmp_path / f"grown{scale}", dtype=torch.float32)
+        assert model.cfg.lookup_input == 4
+        moved[scale] = float(model.lookup_in.weight.abs().max())
+    assert 0 < moved[1.0] <= 2.5e-3 and 5 * moved[1.0] < moved[10.0] <= 2.5e-2
+    with pytest.raises(DraftsmithError, match="grown_lr"):
+        TrainConfig.from_flat(**{**flat, "grown_lr": 0.0})
+
+
 def test_online_data_matches_the_cache(tmp_path):
     from draftsmith.training.cache import OnlineData
 

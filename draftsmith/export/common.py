@@ -94,6 +94,8 @@ def require(cfg: DFlashConfig, fmt: str, **limits: bool) -> None:
     """Refuse, by feature name, what format `fmt` cannot carry (keyword = feature, value = present)."""
     reasons = {
         "anchor_context": "adds the anchor's context state to every block input (anchor_context)",
+        "lookup_input": "feeds each block slot a prompt-lookup guess (lookup_input), which no serving "
+        "engine's DFlash/DSpark computes",
         "markov_state": "updates each slot's state from the previous token (markov_state), which no "
         "serving engine's DSpark has",
         "no_qk_norm": "has no per-head q/k RMSNorm (every public DFlash/DSpark draft layer is Qwen3-style "
@@ -121,6 +123,7 @@ def common_limits(model: DFlashModel) -> dict[str, bool]:
     """The features no format can carry, as `require` keywords."""
     return {
         "anchor_context": model.cfg.anchor_context,
+        "lookup_input": bool(model.cfg.lookup_input),
         "markov_state": bool(model.cfg.markov_state),
         "no_qk_norm": not model.cfg.qk_norm,
     }

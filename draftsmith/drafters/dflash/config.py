@@ -52,6 +52,8 @@ class DFlashConfig:
     markov_state: int = 0
     gamma: float = 4.0  # position-decay of the loss weights, w_k = exp(-(k-1)/gamma)
     anchor_context: bool = False  # add the fused context state at anchor - 1 to every block input
+    # longest suffix match of a prompt lookup whose guess each slot reads (0 = off; lookup.py)
+    lookup_input: int = 0
     # Options that public checkpoints need (draftsmith.export); the defaults are draftsmith's own layout.
     qk_norm: bool = False  # per-head RMSNorm of queries and keys (Qwen3 draft layers: z-lab, DeepSpec)
     sample_from_anchor: bool = True  # slot k predicts anchor+k+1; False: slot 0 is only the anchor (z-lab)
@@ -70,6 +72,8 @@ class DFlashConfig:
             raise DraftsmithError("num_heads must be a multiple of num_kv_heads")
         if self.markov_state < 0 or (self.markov_state and not self.markov_rank):
             raise DraftsmithError("markov_state (a serial state update) needs DSpark's markov_rank > 0")
+        if self.lookup_input < 0 or (self.lookup_input and not self.sample_from_anchor):
+            raise DraftsmithError("lookup_input must be >= 0 and needs slots that predict from the anchor")
         if self.markov_vocab not in ("draft", "target"):
             raise DraftsmithError(f"markov_vocab must be 'draft' or 'target', got {self.markov_vocab!r}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from draftsmith.drafters import base
@@ -19,6 +20,7 @@ from draftsmith.drafters.base import Draft, Drafter, merge_states, state_bytes
 from draftsmith.drafters.checkpoint import read_sts, sts_confidence, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
+from draftsmith.drafters.dflash.lookup import slot_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
 from draftsmith.engine.draft_length import LENGTH_RULES
@@ -236,7 +238,12 @@ class DFlashDrafter(Drafter):
         anchor_ctx = None
         if cfg.anchor_context:
             anchor_ctx = torch.cat([d.last_ctx for d in drafters]).expand(n, b, -1)
-        states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx)[:, s0 : s0 + depth]
+        guesses = None
+        if cfg.lookup_input:  # each slot's prompt-lookup guess, from the context through the anchor
+            found = [slot_guesses(t.cpu().numpy(), b, cfg.lookup_input) for t in tokens]
+            guesses = tuple(torch.from_numpy(np.stack(g)).to(dev) for g in zip(*found, strict=True))
+        states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx, guesses)
+        states = states[:, s0 : s0 + depth]
         serial = bool(cfg.markov_state)  # the previous token updates each slot's state: one head read a slot
         base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None

@@ -120,12 +120,12 @@ class DraftLayer(nn.Module):
 class DFlashModel(nn.Module):
     """Trainable drafter weights plus frozen views of the target's embedding and lm_head."""
 
-    ZERO_START = ("markov_out", "state_out")
+    ZERO_START = ("markov_out", "state_out", "lookup_in", "lookup_len")
     """Weights that start at zero, so a head added to a trained drafter starts as a no-op."""
-    GROWABLE = ("state_in", "state_out")
+    GROWABLE = ("state_in", "state_out", "lookup_in", "lookup_len")
     """Weights a fine-tune may add to a drafter that lacks them (`train --init-from`): they start as
     a no-op, so the fine-tune begins from the loaded drafter's own predictions."""
-    GROWABLE_CONFIG = ("markov_state",)
+    GROWABLE_CONFIG = ("markov_state", "lookup_input")
     """Config fields that switch those weights on (0 in a drafter that lacks them)."""
 
     def __init__(self, cfg: DFlashConfig) -> None:
@@ -151,6 +151,11 @@ class DFlashModel(nn.Module):
             nn.init.zeros_(self.state_out.weight)  # starts as a no-op: a fine-tune of a DSpark grows it
         if cfg.confidence:
             self.conf = nn.Linear(h + cfg.markov_rank, 1)
+        if cfg.lookup_input:  # each slot's prompt-lookup guess and its match length (lookup.py)
+            self.lookup_in = nn.Linear(h, h, bias=False)
+            self.lookup_len = nn.Embedding(cfg.lookup_input + 1, h)
+            nn.init.zeros_(self.lookup_in.weight)  # starts as a no-op: a fine-tune grows it
+            nn.init.zeros_(self.lookup_len.weight)
         self.embed: torch.Tensor | None = None  # [V, H] frozen target embedding
         self.head: torch.Tensor | None = None  # [Vd, H] frozen target lm_head rows of the draft vocab
         self.t2d: torch.Tensor | None = None  # [V] target id -> draft index (vd = outside)
@@ -175,20 +180,34 @@ class DFlashModel(nn.Module):
         ctx_kv: list[tuple[torch.Tensor, torch.Tensor]],
         mask: torch.Tensor | None,
         anchor_ctx: torch.Tensor | None = None,
+        guesses: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """Final-normed block states [b, q, H] for block tokens block_ids [b, q].
 
         anchor_ctx [b, q, H]: the fused context state just before each slot's anchor, added to the
         block inputs when cfg.anchor_context (EAGLE's direct path from the newest target state,
-        which plain DFlash reaches only through attention)."""
+        which plain DFlash reaches only through attention). guesses: each slot's prompt-lookup
+        guess (target ids [b, q]) and match length ([b, q], 0 = none), when cfg.lookup_input."""
         x = F.embedding(block_ids, self.embed)
         if self.cfg.anchor_context:
             if anchor_ctx is None:
                 raise ValueError("this drafter adds the anchor's context state: pass anchor_ctx")
             x = x + anchor_ctx.to(x.dtype)
+        if self.cfg.lookup_input:
+            if guesses is None:
+                raise ValueError("this drafter reads prompt-lookup guesses: pass guesses")
+            x = x + self.guess_inputs(*guesses).to(x.dtype)
         for layer, (k, v) in zip(self.layers, ctx_kv, strict=True):
             x = layer(x, pos, k, v, mask)
         return self.norm(x)
+
+    def guess_inputs(self, ids: torch.Tensor, lens: torch.Tensor) -> torch.Tensor:
+        """[..., H] added to each slot's input: its guess's embedding, projected, plus a vector for
+        the match length; zero where a slot has no guess, so no match means plain DFlash/DSpark."""
+        lens = lens.clamp(max=self.cfg.lookup_input)
+        emb = F.embedding(ids, self.embed).to(self.lookup_in.weight.dtype)
+        x = self.lookup_in(emb) + self.lookup_len(lens)
+        return x * (lens > 0)[..., None].to(x.dtype)
 
     def step_states(self, states: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor:
         """Slot states [..., H] updated by the token before each slot (target ids prev_ids [...]):

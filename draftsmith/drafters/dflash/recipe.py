@@ -48,6 +48,13 @@ class DFlashOptions:
     anchor_context: bool = field(
         default=False, metadata={"help": "add the context state before the anchor to every block input"}
     )
+    lookup_input: int = field(
+        default=0,
+        metadata={
+            "help": "feed each block slot the prompt-lookup guess of its token (suffix matches up to N "
+            "tokens) and the match length (0 = off)"
+        },
+    )
     ce_weight: float = field(
         default=0.5, metadata={"help": "DSpark: CE weight; L1 to the target gets 1 - this (paper 0.1)"}
     )
@@ -65,6 +72,8 @@ class DFlashOptions:
     def __post_init__(self) -> None:
         if self.markov_state < 0:
             raise DraftsmithError(f"markov_state must be >= 0, got {self.markov_state}")
+        if self.lookup_input < 0:
+            raise DraftsmithError(f"lookup_input must be >= 0, got {self.lookup_input}")
         for name in ("anchors", "num_layers"):
             if getattr(self, name) < 1:
                 raise DraftsmithError(f"{name} must be >= 1")
@@ -104,6 +113,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
         confidence=dspark,
         gamma=opts.gamma,
         anchor_context=opts.anchor_context,
+        lookup_input=opts.lookup_input,
         qk_norm=opts.qk_norm,
         method=method,
         target_name=target.name,
@@ -128,14 +138,16 @@ def pad_stack(seqs: list, name: str, value=0) -> torch.Tensor:
     return torch.stack([torch.cat([x, p]) if p.shape[0] else x for x, p in zip(xs, pad, strict=True)])
 
 
-def collate(seqs: list, anchors: int, block: int, mask_id: int, g: torch.Generator):
-    """Pad sequences to one length and lay out their anchored blocks.
+def collate(seqs: list, anchors: int, block: int, mask_id: int, g: torch.Generator, lookup_input: int = 0):
+    """Pad sequences to one length and lay out their anchored blocks (with each slot's lookup guess
+    when lookup_input > 0).
 
     Target states come back in fp32 whatever dtype the target ran in: the drafter trains in fp32.
     """
     ids, mask = pad_stack(seqs, "ids"), pad_stack(seqs, "loss_mask", False)
     greedy = pad_stack(seqs, "greedy") if all(s.greedy is not None for s in seqs) else None
-    batch = build_blocks(ids, mask, [sample_anchors(m, anchors, g) for m in mask], block, mask_id, greedy)
+    anchor_lists = [sample_anchors(m, anchors, g) for m in mask]
+    batch = build_blocks(ids, mask, anchor_lists, block, mask_id, greedy, lookup_input)
     feats, final, lse = (pad_stack(seqs, name).float() for name in ("features", "final", "lse"))
     return batch, feats, final, lse
 
@@ -153,7 +165,13 @@ class DFlashRecipe(Recipe):
     """DFlash (parallel block) or, with method="dspark", DSpark (+ Markov and confidence heads)."""
 
     options = DFlashOptions
-    old_defaults = {"label": "token", "anchor_context": False, "ce_weight": 0.1, "qk_norm": False}
+    old_defaults = {
+        "label": "token",
+        "anchor_context": False,
+        "ce_weight": 0.1,
+        "qk_norm": False,
+        "lookup_input": 0,
+    }
 
     def __init__(self, method: str) -> None:
         self.method = method
@@ -180,7 +198,8 @@ class DFlashRecipe(Recipe):
 
     def batch(self, seqs: list, opts: DFlashOptions, model: DFlashModel, generator: torch.Generator):
         mask_id = model.cfg.mask_token_id
-        batch, feats, final, lse = collate(seqs, opts.anchors, opts.block_size, mask_id, generator)
+        lookup = model.cfg.lookup_input  # the model's own, so a loaded drafter is scored as it decodes
+        batch, feats, final, lse = collate(seqs, opts.anchors, opts.block_size, mask_id, generator, lookup)
         device = model.fc.weight.device
         return batch.to(device), feats.to(device), final.to(device), lse.to(device)
 

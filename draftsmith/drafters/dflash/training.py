@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from draftsmith.drafters.dflash.lookup import slot_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.training.anchors import CAPPED_DRAFT, IGNORE
 
@@ -28,6 +30,8 @@ class BlockBatch:
     slot: torch.Tensor  # [Q] slot index k
     target_pos: torch.Tensor  # [b, Q] a + k: where the target's own distribution for slot k lives
     greedy_labels: torch.Tensor | None = None  # [b, Q] the target's argmax at a + k (IGNORE where absent)
+    guess_ids: torch.Tensor | None = None  # [b, Q] each slot's prompt-lookup guess (lookup_input drafters)
+    guess_lens: torch.Tensor | None = None  # [b, Q] the suffix match behind it, 0 = no guess
 
     def to(self, device: torch.device | str) -> BlockBatch:
         """The same layout on `device` (a GPU trainer builds it on the CPU from cached rows)."""
@@ -42,6 +46,7 @@ def build_blocks(
     block_size: int,
     mask_token_id: int,
     greedy: torch.Tensor | None = None,
+    lookup_input: int = 0,
 ) -> BlockBatch:
     """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded.
 
@@ -92,7 +97,25 @@ def build_blocks(
         greedy_labels = torch.where(
             (labels == IGNORE) | ~on_path, IGNORE, torch.gather(greedy, 1, target_pos)
         )
-    return BlockBatch(block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos, greedy_labels)
+    guesses = _guesses(ids, anchors, n_anchor, block_size, lookup_input) if lookup_input else (None, None)
+    return BlockBatch(
+        block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos, greedy_labels, *guesses
+    )
+
+
+def _guesses(
+    ids: torch.Tensor, anchors: list[torch.Tensor], n_anchor: int, block_size: int, max_match: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each slot's lookup guess and match length [b, n_anchor * block_size] (zeros for padding)."""
+    b = ids.shape[0]
+    out_ids = np.zeros((b, n_anchor * block_size), dtype=np.int64)
+    out_lens = np.zeros_like(out_ids)
+    seqs = ids.cpu().numpy()
+    for i, a in enumerate(anchors):
+        for j, anchor in enumerate(a.tolist()):
+            cols = slice(j * block_size, (j + 1) * block_size)
+            out_ids[i, cols], out_lens[i, cols] = slot_guesses(seqs[i, : anchor + 1], block_size, max_match)
+    return torch.from_numpy(out_ids).to(ids.device), torch.from_numpy(out_lens).to(ids.device)
 
 
 def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -> torch.Tensor:
@@ -103,7 +126,12 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
     if model.cfg.anchor_context:  # the state at a - 1 for every slot of the block anchored at a
         before = (batch.block_pos - batch.slot[None] - 1).clamp(min=0, max=ctx.shape[1] - 1)
         anchor_ctx = torch.gather(ctx, 1, before[..., None].expand(-1, -1, ctx.shape[-1]))
-    return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask, anchor_ctx)
+    guesses = None
+    if model.cfg.lookup_input:
+        if batch.guess_ids is None:
+            raise ValueError("this drafter reads prompt-lookup guesses: build the batch with lookup_input")
+        guesses = (batch.guess_ids, batch.guess_lens)
+    return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask, anchor_ctx, guesses)
 
 
 LABELS = ("token", "greedy", "soft")
