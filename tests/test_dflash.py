@@ -613,10 +613,13 @@ def test_block_layout_moves_to_the_training_device_whole():
     ids = torch.randint(1, VOCAB, (2, 30), generator=g)
     mask = torch.ones_like(ids, dtype=torch.bool)
     greedy = torch.randint(1, VOCAB, (2, 30), generator=g)
-    batch = build_blocks(ids, mask, [torch.tensor([3, 9]), torch.tensor([5])], 4, MASK_ID, greedy)
+    # every optional field filled (greedy labels, lookup guesses), so every field must travel
+    anchors = [torch.tensor([3, 9]), torch.tensor([5])]
+    batch = build_blocks(ids, mask, anchors, 4, MASK_ID, greedy, lookup_input=3)
     moved = batch.to("meta")
     tensors = [f.name for f in dataclasses.fields(batch) if isinstance(getattr(batch, f.name), torch.Tensor)]
-    assert "greedy_labels" in tensors and len(tensors) == len(dataclasses.fields(batch))
+    assert {"greedy_labels", "guess_ids", "guess_lens"} <= set(tensors)
+    assert len(tensors) == len(dataclasses.fields(batch))
     for name in tensors:
         assert getattr(moved, name).device.type == "meta", name
         assert getattr(moved, name).shape == getattr(batch, name).shape, name
