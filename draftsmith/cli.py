@@ -466,6 +466,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         held_out=args.held_out,
         init_from=args.init_from,
         grown_lr=args.grown_lr,
+        regrow=tuple(x for x in (args.regrow or "").split(",") if x),
         options=options_from_args(recipe, args),
     )
     if bool(args.cache) == bool(args.answers):  # before the slow model load
@@ -847,6 +848,13 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         metavar="X",
         help="with --init-from: the weights this fine-tune adds (e.g. --lookup-input's) learn at X times "
         "--lr; they start as a no-op and grow slowly at a fine-tune's low rate",
+    )
+    p.add_argument(
+        "--regrow",
+        default=None,
+        metavar="NAMES",
+        help="with --init-from: loaded weights (comma-separated name prefixes, e.g. lookup_in,lookup_len) "
+        "that also learn at --grown-lr x --lr: continue a fine-tune that grew them at its rate",
     )
     p.add_argument(
         "--compile",

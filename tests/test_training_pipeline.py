@@ -249,6 +249,21 @@ def test_a_fine_tune_grows_lookup_guesses_at_their_own_rate_and_resumes(tmp_path
     assert 0 < moved[1.0] <= 2.5e-3 and 5 * moved[1.0] < moved[10.0] <= 2.5e-2
     with pytest.raises(DraftsmithError, match="grown_lr"):
         TrainConfig.from_flat(**{**flat, "grown_lr": 0.0})
+    # continuing that fine-tune: loaded weights learn at the base rate unless --regrow names them
+    grown = str(tmp_path / "grown10.0")
+    before = cfg.recipe.load(target, grown, dtype=torch.float32).lookup_in.weight
+    step = {}
+    for regrow in ((), ("lookup_in", "lookup_len")):
+        run = TrainConfig.from_flat(**{**flat, "init_from": grown, "regrow": regrow})
+        train(target, cache, run, tmp_path / f"regrow{len(regrow)}", progress=False)
+        after = cfg.recipe.load(target, tmp_path / f"regrow{len(regrow)}", dtype=torch.float32)
+        step[len(regrow)] = float((after.lookup_in.weight - before).abs().max())
+    assert 0 < step[0] <= 2.5e-3 and 5 * step[0] < step[2] <= 2.5e-2
+    with pytest.raises(DraftsmithError, match="no weight"):
+        bad = TrainConfig.from_flat(**{**flat, "init_from": grown, "regrow": ("lookup_x",)})
+        train(target, cache, bad, tmp_path / "bad", progress=False)
+    with pytest.raises(DraftsmithError, match="init-from"):
+        TrainConfig.from_flat(**{**flat, "init_from": None, "regrow": ("lookup_in",)})
 
 
 def test_online_data_matches_the_cache(tmp_path):

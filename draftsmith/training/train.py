@@ -30,7 +30,7 @@ STATE = "trainer_state.pt"
 MAX_NONFINITE = 20
 """Consecutive steps with a non-finite gradient after which a run stops: one bad bf16 batch is skipped,
 a run that keeps producing them has diverged (lower the learning rate, or train without bf16)."""
-OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "init_from": None, "grown_lr": 1.0}
+OLD_DEFAULTS = {"schedule": "cosine", "decay": 0.2, "init_from": None, "grown_lr": 1.0, "regrow": ()}
 """Shared settings added after the first checkpoints were written, at the values those runs used
 (a recipe's `old_defaults` does the same for its options)."""
 
@@ -59,6 +59,9 @@ class TrainConfig:
     # fine-tune's low rate Adam grows them by ~lr a step: session 33's lookup_in reached rms 0.003 in
     # 200 steps, against 0.065 for the weights around it)
     grown_lr: float = 1.0
+    # loaded weights that also learn at lr x grown_lr (name prefixes): continuing a fine-tune that grew
+    # them (e.g. lookup_in, lookup_len) at the rate they grew at, while the rest keeps the low rate
+    regrow: tuple[str, ...] = ()
     options: Any = None  # the method's options; None or a dict -> built (and validated) by its recipe
 
     def __post_init__(self) -> None:
@@ -67,6 +70,9 @@ class TrainConfig:
             self.options = make_options(self.recipe, self.options or {})
         elif not isinstance(self.options, self.recipe.options):
             raise DraftsmithError(f"options for {self.method} must be {self.recipe.options.__name__}")
+        self.regrow = tuple(self.regrow)  # a list from train_config.json compares equal on resume
+        if self.regrow and self.init_from is None:
+            raise DraftsmithError("regrow names weights loaded by --init-from: give --init-from too")
         if self.init_from is not None:  # one spelling, so resuming compares like with like
             self.init_from = str(Path(self.init_from).resolve())
         for name in ("steps", "batch"):
@@ -211,9 +217,14 @@ def train(
     if resume and state_path.is_file():  # a resume loads the run's own weights, not init_from's
         state = torch.load(state_path, map_location=device, weights_only=False)
     grown: set[str] = set(state.get("grown", ())) if state else set()
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if cfg.init_from and state is None:
         grown = warm_start(model, recipe, target, cfg.init_from)
-    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        for prefix in cfg.regrow:
+            hits = {n for n, _ in named if n.startswith(prefix)}
+            if not hits:
+                raise DraftsmithError(f"--regrow {prefix}: no weight of this drafter is named so")
+            grown |= hits
     params = [p for _, p in named]
     groups = [{"params": [p for n, p in named if n not in grown]}]
     if grown:  # the weights the fine-tune adds, at their own rate (LambdaLR scales every group alike)
