@@ -227,7 +227,7 @@ def train(
             grown |= hits
     params = [p for _, p in named]
     groups = [{"params": [p for n, p in named if n not in grown]}]
-    if grown:  # the weights the fine-tune adds, at their own rate (LambdaLR scales every group alike)
+    if grown:  # weights the fine-tune adds (or --regrow names), at their own rate (LambdaLR scales all alike)
         groups.append({"params": [p for n, p in named if n in grown], "lr": cfg.lr * cfg.grown_lr})
     # fused: one kernel for all parameters (on the 2-core CPU 4 ms a step against ~100 ms for foreach)
     fused = device.type in ("cpu", "cuda")
