@@ -23,14 +23,8 @@ if [ -z "${INIT:-}" ]; then
     git show "4a844fe:draftsmith/drafters/pretrained/smollm2-$METHOD/$f" > "$INIT/$f"
   done
 fi
-[ -s "$MIX" ] || .venv/bin/python - "$MIX" <<'PY'
-import gzip, random, sys
-t0 = list(gzip.open("data/smollm2/answers-train-t0.jsonl.gz", "rt"))
-gpu = list(gzip.open("data/smollm2/answers-train-t07-gpu-20261204.jsonl.gz", "rt"))
-rows = t0[4::9][:500] + gpu[3::6][:500]
-random.Random(34).shuffle(rows)
-open(sys.argv[1], "w").writelines(rows)
-PY
+[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 34 \
+  answers-train-t0:4:9:500 answers-train-t07-gpu-20261204:3:6:500
 [ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
 [ -f "$DEV/cache/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$DEV/all-answers.jsonl" \
   --out "$DEV/cache" --max-len 1024 --dtype float32 --fixed-rows 0 > "$D/devcache.log" 2>&1

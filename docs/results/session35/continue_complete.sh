@@ -10,13 +10,7 @@
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s35}; mkdir -p "$D"
-[ -s "$D/ft-mix3.jsonl" ] || .venv/bin/python - "$D/ft-mix3.jsonl" <<'PY'
-import gzip, random, sys
-comp = list(gzip.open("data/smollm2/answers-complete-train-t0.jsonl.gz", "rt"))
-t0 = list(gzip.open("data/smollm2/answers-train-t0.jsonl.gz", "rt"))
-rows = comp[1::4][:450] + t0[2::9][:550]
-random.Random(35).shuffle(rows)
-open(sys.argv[1], "w").writelines(rows)
-PY
+[ -s "$D/ft-mix3.jsonl" ] || .venv/bin/python docs/results/mix_answers.py "$D/ft-mix3.jsonl" 35 \
+  answers-complete-train-t0:1:4:450 answers-train-t0:2:9:550
 D="$D" METHOD=dspark INIT="${INIT:-docs/results/session34/drafter}" MIX="$D/ft-mix3.jsonl" \
   CACHE="$D/cache-ft3" OUT="$D/ft-complete" docs/results/session34/continue_regrow.sh

@@ -1,0 +1,18 @@
+"""Write a shuffled mix of committed answer rows: every STEP-th row of a file from START, the first N.
+Why: the fine-tune scripts pick disjoint slices of data/smollm2/ so each continuation sees unseen answers.
+Usage: python docs/results/mix_answers.py OUT SEED NAME:START:STEP:N ...   (NAME: data/smollm2/NAME.jsonl.gz)
+"""
+
+import gzip
+import random
+import sys
+
+out, seed, specs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+rows: list[str] = []
+for spec in specs:
+    name, start, step, n = spec.split(":")
+    with gzip.open(f"data/smollm2/{name}.jsonl.gz", "rt") as f:
+        rows += list(f)[int(start) :: int(step)][: int(n)]
+random.Random(seed).shuffle(rows)
+with open(out, "w") as f:
+    f.writelines(rows)
