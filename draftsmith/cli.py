@@ -531,6 +531,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_grow_vocab(args: argparse.Namespace) -> int:
+    """Add the most frequent answer tokens to a DFlash/DSpark drafter's draft vocabulary."""
+    import torch
+
+    from draftsmith.drafters.checkpoint import STS_FILE
+    from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
+    from draftsmith.drafters.dflash.vocab import answer_token_counts, grow_vocab
+
+    src, out = Path(args.drafter), Path(args.out)
+    if out.resolve() == src.resolve():
+        raise DraftsmithError("--out must differ from --drafter (the source is kept as it is)")
+    target = _load_target(args)
+    model = load_drafter(src, target, torch.float32)
+    counts = answer_token_counts(args.answers, target)
+    grown = grow_vocab(model, counts, args.size)
+    save_drafter(grown, out, dtype=torch.float16 if args.save_dtype == "float16" else torch.float32)
+    if (src / STS_FILE).is_file():  # the confidence head is unchanged
+        shutil.copy(src / STS_FILE, out / STS_FILE)
+    print(json.dumps({"out": str(out), "draft_vocab": [len(model.d2t), len(grown.d2t)]}))
+    return 0
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from draftsmith.evaluation.train_runs import runs_table
 
@@ -899,6 +921,23 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     )
     _add_target_args(p)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser(
+        "grow-vocab",
+        help="add frequent answer tokens to a trained DFlash/DSpark drafter's draft vocabulary (no training)",
+    )
+    p.add_argument("--drafter", required=True, help="a trained DFlash/DSpark drafter directory")
+    p.add_argument("--size", type=int, required=True, help="draft vocabulary size after growing")
+    p.add_argument(
+        "--answers",
+        nargs="+",
+        required=True,
+        help="answers files (.jsonl[.gz] rows with answer_ids or an answer): which tokens to add",
+    )
+    p.add_argument("--out", required=True, help="directory for the grown drafter")
+    p.add_argument("--save-dtype", default="float16", choices=["float16", "float32"])
+    _add_target_args(p)
+    p.set_defaults(func=cmd_grow_vocab)
 
     p = sub.add_parser("runs", help="compare training runs: differing settings, held-out tau, wall time")
     p.add_argument("dirs", nargs="+", help="training output directories")

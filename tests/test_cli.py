@@ -39,6 +39,14 @@ def run(capsys, *argv):
         (["generate", "hi", "--method", "dspark", "--length-rule", "eagle=prob"], "unknown method"),
         (["generate", "hi", "--method", "dflash", "--drafter", "/no/such/drafter"], "not found"),
         (["train", "--cache", "/tmp/c", "--out", "/tmp/o", "--init-from", "/no/such/drafter"], "not found"),
+        (
+            ["grow-vocab", "--drafter", "/tmp/d", "--out", "/tmp/d", "--size", "9", "--answers", "a"],
+            "must differ",
+        ),
+        (
+            ["grow-vocab", "--drafter", "/no/such/d", "--out", "/tmp/o", "--size", "9", "--answers", "a"],
+            "not found",
+        ),
     ],
 )
 def test_bad_inputs_print_one_clear_error(capsys, argv, message):

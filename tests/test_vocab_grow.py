@@ -1,0 +1,85 @@
+"""Growing a trained block drafter's draft vocabulary: old rows kept, new ones start neutral, lossless."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import VOCAB, tiny_target
+from test_dflash import make_drafter
+
+from draftsmith.drafters.dflash.drafter import DSparkDrafter
+from draftsmith.drafters.dflash.vocab import grow_vocab, grown_ids
+from draftsmith.drafters.plain import PlainDrafter
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.errors import DraftsmithError
+
+
+def test_grown_ids_keep_the_old_and_add_the_most_frequent():
+    counts = np.zeros(10, dtype=np.int64)
+    counts[[7, 2, 9]] = [50, 40, 30]
+    assert grown_ids([2, 5], counts, 4) == [2, 5, 7, 9]  # 2 is already there: 7 and 9 come next
+    with pytest.raises(DraftsmithError, match="shrink"):
+        grown_ids([2, 5, 7], counts, 2)
+    with pytest.raises(DraftsmithError, match="exceeds"):
+        grown_ids([2], counts, 11)
+
+
+def test_grow_vocab_preserves_old_predictions_and_stays_lossless():
+    target = tiny_target()
+    model = make_drafter(target, dspark=True, draft_vocab=64)
+    with torch.no_grad():  # a trained-looking Markov head (it starts at zero)
+        model.markov_out.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(5))
+    counts = np.arange(VOCAB, dtype=np.int64)[::-1].copy()  # low ids most frequent
+    grown = grow_vocab(model, counts, 96)
+    old, new = model.d2t.tolist(), grown.d2t.tolist()
+    assert len(new) == 96 and set(old) <= set(new) and new == sorted(new)
+    assert grown.cfg.draft_vocab_size == 96
+    tm = target.model
+    grown.attach_target(tm.get_input_embeddings().weight, tm.get_output_embeddings().weight)
+    rows = grown.t2d[model.d2t]
+    added = [i for i, t in enumerate(new) if t not in set(old)]
+    prev = torch.tensor([0, 3, 63])  # previous tokens as old draft indices
+    prev_new = grown.t2d[model.d2t[prev]]
+    assert torch.equal(grown.markov_bias(prev_new)[:, rows], model.markov_bias(prev))
+    assert torch.count_nonzero(grown.markov_bias(prev_new)[:, added]) == 0  # no bias for a new token yet
+    outside_old = model.markov_in.weight[64]
+    assert torch.equal(grown.markov_in.weight[added[0]], outside_old)  # a new token was "outside"
+    assert torch.equal(grown.markov_in.weight[96], outside_old)
+    for name, p in model.named_parameters():
+        if not name.startswith("markov_"):
+            assert torch.equal(p, dict(grown.named_parameters())[name]), name
+    stop = StopRule(max_new_tokens=24)
+    prompt = torch.randint(1, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
+    plain = speculative_generate(target.runner, PlainDrafter(), prompt, stop).tokens
+    drafter = DSparkDrafter(grown.eval(), VOCAB)
+    assert speculative_generate(target.runner, drafter, prompt, stop).tokens == plain
+
+
+def test_grow_vocab_refuses_a_full_vocabulary_drafter():
+    model = make_drafter(tiny_target(), dspark=True)
+    with pytest.raises(DraftsmithError, match="whole target vocabulary"):
+        grow_vocab(model, np.ones(VOCAB, dtype=np.int64), VOCAB)
+
+
+def test_cli_grows_the_shipped_drafter(smollm, tmp_path, capsys):
+    from pathlib import Path
+
+    from draftsmith.cli import main
+    from draftsmith.drafters.dflash.config import DFlashConfig
+    from draftsmith.drafters.dflash.drafter import shipped_drafter
+
+    shipped = shipped_drafter("dspark", smollm)
+    answers = Path(__file__).resolve().parents[1] / "data/smollm2/answers-held-out-t0.jsonl.gz"
+    size = DFlashConfig.load(shipped).draft_vocab_size + 100
+    out = tmp_path / "grown"
+    base = ["grow-vocab", "--drafter", str(shipped), "--answers", str(answers), "--out", str(out)]
+    assert main([*base, "--size", "100"]) == 2 and "shrink" in capsys.readouterr().err
+    assert (
+        main([*base[:-4], "--answers", str(tmp_path / "none.jsonl"), "--out", str(out), "--size", "9000"])
+        == 2
+    )
+    assert "not found" in capsys.readouterr().err
+    assert main([*base, "--size", str(size)]) == 0
+    assert DFlashConfig.load(out).draft_vocab_size == size
+    assert (out / "sts.json").read_text() == (shipped / "sts.json").read_text()
