@@ -652,3 +652,29 @@ def test_one_request_drafts_alike_with_and_without_the_padding_mask() -> None:
         free = model.backbone(ids, pos, ctx, None)
         masked = model.backbone(ids, pos, ctx, torch.ones(1, 4, 14, dtype=torch.bool))
     assert torch.allclose(free, masked, atol=1e-6)
+
+
+def test_an_added_draft_layer_starts_as_the_identity_and_learns():
+    """A fine-tune may deepen a trained drafter (`--layers 2 --init-from` a 1-layer one): the new
+    layer's residual outputs start at zero, so it drafts exactly as the shallower drafter, and they
+    get a gradient, so training can put the layer to work."""
+    target = tiny_target()
+    base = make_drafter(target, True, block=4)
+    deeper = DFlashModel(dataclasses.replace(base.cfg, num_layers=base.cfg.num_layers + 1))
+    missing = deeper.load_state_dict(base.state_dict(), strict=False).missing_keys
+    new = base.cfg.num_layers
+    assert missing and all(k.startswith(f"layers.{new}.") for k in missing)
+    deeper.start_grown(set(missing))
+    assert not deeper.layers[new].o.weight.any() and not deeper.layers[new].down.weight.any()
+    assert deeper.layers[new].q.weight.any()  # the rest keeps its init
+    head = target.model.get_output_embeddings().weight
+    deeper.attach_target(target.model.get_input_embeddings().weight, head)
+    ids = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 8]])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    feats, final = target_states(target, ids, list(base.cfg.target_layers))
+    batch = build_blocks(ids, mask, [torch.tensor([4, 5, 8])], 4, MASK_ID)
+    with torch.no_grad():
+        torch.testing.assert_close(block_forward(base, batch, feats), block_forward(deeper, batch, feats))
+    loss, _ = block_loss(deeper, batch, feats, final, target_head=head)
+    loss.backward()
+    assert deeper.layers[new].o.weight.grad.abs().sum() > 0 and deeper.layers[new].down.weight.grad.abs().sum() > 0

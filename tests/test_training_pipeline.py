@@ -215,6 +215,16 @@ def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(
     recipe.save(grown, tmp_path / "grown", None)  # and the reverse would drop trained weights: refused
     with pytest.raises(DraftsmithError, match="another drafter.*state_in"):
         warm_start(recipe.build(target, opts, LAYERS, cache), recipe, target, str(tmp_path / "grown"))
+    # a deeper drafter (--layers 2) may start from it too; a shallower one would drop a layer: refused
+    deep_cfg = TrainConfig.from_flat(**{**cfg.flat(), "num_layers": 2})
+    deep = recipe.build(target, deep_cfg.options, LAYERS, cache)
+    added = warm_start(deep, recipe, target, first)
+    assert added and all(k.startswith("layers.1.") for k in added) and not deep.layers[1].o.weight.any()
+    for k, v in trained.items():
+        torch.testing.assert_close(deep.state_dict()[k], v)
+    recipe.save(deep, tmp_path / "deep", None)
+    with pytest.raises(DraftsmithError, match="another drafter.*layers.1"):
+        warm_start(recipe.build(target, opts, LAYERS, cache), recipe, target, str(tmp_path / "deep"))
     flash = _tiny_block_config("dflash", steps=3)
     with pytest.raises(DraftsmithError, match="DSpark drafter; use --method dspark"):
         warm_start(flash.recipe.build(target, flash.options, LAYERS, cache), flash.recipe, target, first)

@@ -122,11 +122,14 @@ class DFlashModel(nn.Module):
 
     ZERO_START = ("markov_out", "state_out", "lookup_in", "lookup_len")
     """Weights that start at zero, so a head added to a trained drafter starts as a no-op."""
-    GROWABLE = ("state_in", "state_out", "lookup_in", "lookup_len")
+    GROWABLE = ("state_in", "state_out", "lookup_in", "lookup_len", "layers.")
     """Weights a fine-tune may add to a drafter that lacks them (`train --init-from`): they start as
     a no-op, so the fine-tune begins from the loaded drafter's own predictions."""
     GROWABLE_CONFIG = ("markov_state", "lookup_input")
     """Config fields that switch those weights on (0 in a drafter that lacks them)."""
+    DEEPENABLE_CONFIG = ("num_layers",)
+    """Config fields a fine-tune may raise: extra draft layers go on top of the loaded ones and start
+    as the identity (`start_grown`), so a deeper drafter begins at the shallower one's predictions."""
 
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()
@@ -283,6 +286,15 @@ class DFlashModel(nn.Module):
             and src.weight.shape == self.norm.weight.shape
         ):
             self.norm.weight.copy_(src.weight)
+
+    @torch.no_grad()
+    def start_grown(self, grown: set[str]) -> None:
+        """Zero the residual outputs (attention `o`, MLP `down`) of draft layers a fine-tune adds, so
+        each starts as the identity on top of the loaded layers; its other weights keep their init
+        and learn once the zeroed outputs move (as LoRA's zero B does)."""
+        for name, p in self.named_parameters():
+            if name in grown and name.startswith("layers.") and name.endswith((".o.weight", ".down.weight")):
+                p.zero_()
 
     def init_weights(self, seed: int = 0) -> None:
         g = torch.Generator().manual_seed(seed)
