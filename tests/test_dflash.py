@@ -677,4 +677,5 @@ def test_an_added_draft_layer_starts_as_the_identity_and_learns():
         torch.testing.assert_close(block_forward(base, batch, feats), block_forward(deeper, batch, feats))
     loss, _ = block_loss(deeper, batch, feats, final, target_head=head)
     loss.backward()
-    assert deeper.layers[new].o.weight.grad.abs().sum() > 0 and deeper.layers[new].down.weight.grad.abs().sum() > 0
+    added = deeper.layers[new]
+    assert added.o.weight.grad.abs().sum() > 0 and added.down.weight.grad.abs().sum() > 0
