@@ -7,6 +7,7 @@
 #         learning at 3x the rate (--grown-lr 3); the paper's DSpark has 2+ layers, ours 1
 #   v16   its draft vocabulary grown 8,192 -> 16,384 (`draftsmith grow-vocab`, session 36), whose new
 #         tokens' labels no earlier run could learn
+#   lr1e3 the shipped drafter at lr 1e-3 instead of 3e-4 (run after the others: ARMS=lr1e3)
 # Then `draftsmith sts` for each. ~20 min an arm.
 # Usage: D=/tmp/s37 [ARMS="deep ctrl v16"] docs/results/session37/arms.sh
 #   builds $D34/cache-ft2 and $DEV/cache first where missing (as session 34's continue_regrow.sh
@@ -32,15 +33,17 @@ done
 [ -s "$D/v16384/model.safetensors" ] || .venv/bin/draftsmith grow-vocab --drafter "$SHIPPED" --size 16384 \
   --out "$D/v16384" --answers data/smollm2/answers-*train*.jsonl.gz
 for arm in $ARMS; do
+  lr=3e-4
   case $arm in
     ctrl) extra=(--init-from "$SHIPPED");;
     deep) extra=(--init-from "$SHIPPED" --layers 2 --grown-lr 3);;
     v16) extra=(--init-from "$D/v16384" --draft-vocab 16384);;
+    lr1e3) extra=(--init-from "$SHIPPED"); lr=1e-3;;
     *) echo "unknown arm $arm" >&2; exit 2;;
   esac
   .venv/bin/draftsmith train --method dspark "${extra[@]}" --lookup-input 6 --cache "$D34/cache-ft2" \
     --held-out-cache "$DEV/cache" --held-out 120 --out "$D/$arm" --steps 300 --batch 8 --anchors 64 \
-    --ce-weight 0.5 --lr 3e-4 --schedule wsd --decay 0.25 --eval-every 100 --save-every 100 \
+    --ce-weight 0.5 --lr "$lr" --schedule wsd --decay 0.25 --eval-every 100 --save-every 100 \
     --save-dtype float16 --dtype float32 --fixed-rows 0 > "$D/$arm.train.log" 2>&1
   .venv/bin/draftsmith sts --drafter "$D/$arm" --limit 64 --max-new-tokens 96 > "$D/$arm.sts.txt" 2>&1
 done
