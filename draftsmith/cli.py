@@ -542,6 +542,12 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     src, out = Path(args.drafter), Path(args.out)
     if out.resolve() == src.resolve():
         raise DraftsmithError("--out must differ from --drafter (the source is kept as it is)")
+    # bad paths fail before the target loads (seconds, and its progress output)
+    if not (src / "config.json").is_file():
+        raise DraftsmithError(f"drafter directory not found: {src} (no config.json)")
+    missing = [a for a in args.answers if not Path(a).is_file()]
+    if missing:
+        raise DraftsmithError(f"--answers: file not found: {', '.join(missing)}")
     target = _load_target(args)
     model = load_drafter(src, target, torch.float32)
     counts = answer_token_counts(args.answers, target)

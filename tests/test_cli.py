@@ -9,6 +9,8 @@ import pytest
 
 from draftsmith.cli import main
 
+SHIPPED_DSPARK = str(Path(__file__).resolve().parents[1] / "draftsmith/drafters/pretrained/smollm2-dspark")
+
 
 def run(capsys, *argv):
     code = main(list(argv))
@@ -46,6 +48,10 @@ def run(capsys, *argv):
         (
             ["grow-vocab", "--drafter", "/no/such/d", "--out", "/tmp/o", "--size", "9", "--answers", "a"],
             "not found",
+        ),
+        (
+            ["grow-vocab", "--drafter", SHIPPED_DSPARK, "--out", "/tmp/o", "--size", "9", "--answers", "/x"],
+            "file not found",
         ),
     ],
 )
