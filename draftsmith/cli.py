@@ -543,8 +543,8 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     if out.resolve() == src.resolve():
         raise DraftsmithError("--out must differ from --drafter (the source is kept as it is)")
     # bad paths fail before the target loads (seconds, and its progress output)
-    if not (src / "config.json").is_file():
-        raise DraftsmithError(f"drafter directory not found: {src} (no config.json)")
+    if not src.is_dir():  # load_drafter's own check (it also imports foreign formats)
+        raise DraftsmithError(f"drafter directory not found: {src}")
     missing = [a for a in args.answers if not Path(a).is_file()]
     if missing:
         raise DraftsmithError(f"--answers: file not found: {', '.join(missing)}")

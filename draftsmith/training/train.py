@@ -148,14 +148,12 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
     if is_dataclass(theirs) and is_dataclass(ours):
         a, b = asdict(theirs), asdict(ours)
         growable = set(getattr(model, "GROWABLE_CONFIG", ()))
-        deepenable = set(getattr(model, "DEEPENABLE_CONFIG", ()))
         bad += [
             f"{k}: {a.get(k)!r} in {source}, {b.get(k)!r} here"
             for k in sorted(set(a) | set(b))
             if k not in WARM_START_FREE
             and a.get(k) != b.get(k)
-            and not (k in growable and not a.get(k))  # switched on by this fine-tune
-            and not (k in deepenable and isinstance(a.get(k), int) and (b.get(k) or 0) > a.get(k))
+            and not (k in growable and (b.get(k) or 0) > (a.get(k) or 0))  # raised by this fine-tune
         ]
     if bad:
         raise DraftsmithError(

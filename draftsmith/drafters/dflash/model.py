@@ -125,11 +125,10 @@ class DFlashModel(nn.Module):
     GROWABLE = ("state_in", "state_out", "lookup_in", "lookup_len", "layers.")
     """Weights a fine-tune may add to a drafter that lacks them (`train --init-from`): they start as
     a no-op, so the fine-tune begins from the loaded drafter's own predictions."""
-    GROWABLE_CONFIG = ("markov_state", "lookup_input")
-    """Config fields that switch those weights on (0 in a drafter that lacks them)."""
-    DEEPENABLE_CONFIG = ("num_layers",)
-    """Config fields a fine-tune may raise: extra draft layers go on top of the loaded ones and start
-    as the identity (`start_grown`), so a deeper drafter begins at the shallower one's predictions."""
+    GROWABLE_CONFIG = ("markov_state", "lookup_input", "num_layers")
+    """Config fields a fine-tune may raise: 0 -> on switches those weights on; extra draft layers go
+    on top of the loaded ones and start as the identity (`start_grown`). A raise that reshapes a
+    loaded weight (e.g. lookup_input 6 -> 8) is still refused by the weight check."""
 
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()

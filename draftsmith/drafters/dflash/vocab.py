@@ -79,6 +79,5 @@ def grow_vocab(model: DFlashModel, counts: np.ndarray, size: int) -> DFlashModel
         w = emb[vd].expand(len(new) + 1, -1).clone()  # a new token was "outside" until now
         w[rows] = emb[:vd]
         state["markov_in.weight"] = w
-    grown.d2t = torch.empty_like(state["d2t"])
     grown.load_state_dict(state)
     return grown.eval().requires_grad_(False)
