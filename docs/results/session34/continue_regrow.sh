@@ -7,7 +7,8 @@
 # (500) and every 6th GPU-run answer from the 4th (500), disjoint from session 30's mix; shuffled (seed
 # 34); 981 sequences, 413k tokens cached in ~22 min (fp32). 600 steps ~22 min. Dev held-out tau every
 # 200 steps on session 24's dev set. Then `draftsmith sts` fits the confidence scales.
-# Usage: D=/tmp/s34 [METHOD=dspark|dflash] [INIT=DIR] [OUT=DIR] [STEPS=600] docs/results/session34/continue_regrow.sh
+# Usage: D=/tmp/s34 [METHOD=dspark|dflash] [INIT=DIR] [OUT=DIR] [STEPS=600] [MIX=FILE CACHE=DIR]
+#        [SLICES='NAME:START:STEP:N[:CATEGORY] ...' SEED=N] docs/results/session34/continue_regrow.sh
 #   INIT defaults to session 33's drafter of METHOD as committed (git 4a844fe); OUT to $D/ft-regrow
 #   (dspark) or $D/ft-regrow-dflash. Session 35 ran METHOD=dflash for the equal-budget comparison.
 set -eu
@@ -23,8 +24,9 @@ if [ -z "${INIT:-}" ]; then
     git show "4a844fe:draftsmith/drafters/pretrained/smollm2-$METHOD/$f" > "$INIT/$f"
   done
 fi
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 34 \
-  answers-train-t0:4:9:500 answers-train-t07-gpu-20261204:3:6:500
+# the mix: session 34's slices unless SLICES (mix_answers.py specs) and SEED name another
+[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" "${SEED:-34}" \
+  ${SLICES:-answers-train-t0:4:9:500 answers-train-t07-gpu-20261204:3:6:500}
 [ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
 [ -f "$DEV/cache/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$DEV/all-answers.jsonl" \
   --out "$DEV/cache" --max-len 1024 --dtype float32 --fixed-rows 0 > "$D/devcache.log" 2>&1

@@ -11,9 +11,8 @@
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s38}; mkdir -p "$D"
-[ -s "$D/ft-mix5.jsonl" ] || .venv/bin/python docs/results/mix_answers.py "$D/ft-mix5.jsonl" 380 \
-  answers-train-t0:3:9:400:math answers-train-t0:5:9:400:math answers-train-t0:7:9:400:math \
-  answers-train-t0:6:9:400:code answers-train-t0:8:9:400:chat answers-train-t07:3888:2:400:math \
-  answers-complete-train-t0:2:4:300
-D="$D" METHOD=dspark INIT="${INIT:-$D/ft-unseen}" MIX="$D/ft-mix5.jsonl" \
+SEED=380 SLICES="answers-train-t0:3:9:400:math answers-train-t0:5:9:400:math
+  answers-train-t0:7:9:400:math answers-train-t0:6:9:400:code answers-train-t0:8:9:400:chat
+  answers-train-t07:3888:2:400:math answers-complete-train-t0:2:4:300" \
+  D="$D" METHOD=dspark INIT="${INIT:-$D/ft-unseen}" MIX="$D/ft-mix5.jsonl" \
   CACHE="$D/cache-ft5" OUT="$D/ft-mathcode" STEPS="${STEPS:-250}" docs/results/session34/continue_regrow.sh
