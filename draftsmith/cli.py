@@ -513,7 +513,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     model = recipe.load(target, args.drafter)
     layers = recipe.score_layers(model) or default_target_layers(target.runner.num_layers)
     data = OnlineData(target, args.answers, layers, args.max_len, keep_all=args.keep_unlearnable)
-    taus = recipe.evaluate(model, list(data), recipe.score_options(model, args.anchors))
+    seqs, opts = list(data), recipe.score_options(model, args.anchors)
+    taus = {**recipe.evaluate(model, seqs, opts), **recipe.walk(model, seqs, opts)}
     source = args.drafter or "(the method's default drafter)"
     print(json.dumps({"drafter": str(source), "answers": args.answers, "sequences": len(data), **taus}))
     return 0

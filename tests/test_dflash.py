@@ -20,7 +20,7 @@ from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
-from draftsmith.training.anchors import sample_anchors
+from draftsmith.training.anchors import sample_anchors, walk
 
 MASK_ID = 0
 
@@ -679,3 +679,13 @@ def test_an_added_draft_layer_starts_as_the_identity_and_learns():
     loss.backward()
     added = deeper.layers[new]
     assert added.o.weight.grad.abs().sum() > 0 and added.down.weight.grad.abs().sum() > 0
+
+
+def test_the_walk_jumps_by_accepted_runs_and_stops_at_the_answer_end():
+    # anchors 10..15, so the answer's last token is at 16; uncapped: 10 -> +4 -> 14 -> +1 -> 15 -> +1 -> 16
+    runs = {10: 3, 11: 0, 12: 0, 13: 0, 14: 0, 15: 0}
+    assert walk(runs) == (6, 3)
+    assert walk(runs, cap=1) == (6, 5)  # 10 -> 12 -> 13 -> 14 -> 15 -> 16
+    assert walk({10: 2, 11: 0, 12: 5, 13: 0}) == (4, 2)  # 10 -> 13 -> 14: stops at the last token (14)
+    assert walk({}) == (0, 0)
+    assert walk({3: 0, 4: 0}) == (2, 2)  # nothing accepted: one token a round

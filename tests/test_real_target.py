@@ -202,3 +202,27 @@ def test_methods_trained_here_are_lossless_on_the_default_target(smollm, method,
     out = generate(smollm, ids, drafter, max_new_tokens=32)
     assert out.tokens == hf_greedy(smollm, ids, 32), method
     assert out.stats.drafted > 0
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_the_walk_metric_counts_the_rounds_decoding_takes(smollm, method):
+    """The held-out walk (every answer position teacher-forced, then decoding's jumps) predicts real
+    speculative decoding round for round: the shipped drafter, 3 drafts a round, no shortening."""
+    from draftsmith.engine.decode import StopRule, speculative_generate
+    from draftsmith.training.cache import target_sequence
+    from draftsmith.training.recipe import recipe_for
+
+    recipe = recipe_for(method)
+    model = recipe.load(smollm)
+    drafter = build_drafter(method, smollm)
+    for text in PROMPTS[:2]:
+        ids = smollm.encode(text)
+        answer = hf_greedy(smollm, ids, 40)
+        real = speculative_generate(smollm.runner, drafter.fork(), ids, StopRule(40), k=3, adaptive=False)
+        assert real.tokens == answer
+        mask = [False] * len(ids) + [True] * len(answer)
+        seq = target_sequence(smollm, ids + answer, mask, model.cfg.target_layers)
+        taus = recipe.walk(model, [seq], recipe.score_options(model, 8))
+        # the prefill writes the first token in a round of its own, which the walk does not count
+        assert taus["tau_walk_k3"] == pytest.approx((len(answer) - 1) / (real.stats.rounds - 1)), text
+        assert taus["tau_walk"] >= taus["tau_walk_k3"]

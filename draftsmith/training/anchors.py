@@ -62,6 +62,24 @@ def accepted(draft: torch.Tensor, labels: torch.Tensor, cap: int | None = None) 
     return float(1.0 + run[live].float().mean()) if live.any() else 1.0
 
 
+def walk(runs: dict[int, int], cap: int | None = None) -> tuple[int, int]:
+    """(tokens, rounds) of greedy decoding's walk over one answer: start at its first anchor, draft,
+    accept the run there (capped at `cap` drafts) plus the target's own token, jump that far, repeat.
+    Decoding writes the answer's first token in the prefill, so its rounds are these + 1.
+
+    runs: anchor position -> accepted run length from there (teacher-forced). Decoding does not visit
+    positions alike: it jumps over easy stretches in few rounds and spends rounds where drafts fail,
+    so its accepted length is this walk's tokens / rounds, not the mean run over all positions
+    (measured on the bench: the uniform mean reads ~9% above what decoding accepts)."""
+    if not runs:
+        return 0, 0
+    start, end = min(runs), max(runs) + 1  # the last anchor's next token ends the answer
+    j, rounds = start, 0
+    while j in runs:
+        j, rounds = j + (runs[j] if cap is None else min(runs[j], cap)) + 1, rounds + 1
+    return min(j, end) - start, rounds  # decoding stops at the last token, not past it
+
+
 def chain_taus(
     seqs: list,
     depth: int,

@@ -57,6 +57,11 @@ class Recipe:
         runs of different methods compare on one scale."""
         raise NotImplementedError
 
+    def walk(self, model: nn.Module, seqs: list, opts: Any) -> dict[str, float]:
+        """Held-out accepted length along greedy decoding's walk ("tau_walk", "tau_walk_k3"), for
+        methods that can score every answer position; {} for the rest."""
+        return {}
+
     def save(self, model: nn.Module, out: Path, dtype: torch.dtype | None) -> None:
         """Write the drafter directory that `--method METHOD --drafter out` loads."""
         raise NotImplementedError

@@ -15,9 +15,9 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import LABELS, block_loss, build_blocks
+from draftsmith.drafters.dflash.training import LABELS, anchor_runs, block_loss, build_blocks
 from draftsmith.errors import DraftsmithError
-from draftsmith.training.anchors import sample_anchors
+from draftsmith.training.anchors import CAPPED_DRAFT, sample_anchors, walk
 from draftsmith.training.recipe import Recipe
 
 
@@ -231,6 +231,40 @@ class DFlashRecipe(Recipe):
             for k in METRIC_OF:
                 sums[k] += m.get(METRIC_OF[k], float("nan"))
         return {k: v / len(seqs) for k, v in sums.items()}
+
+    WALK_CHUNK = 128
+    """Anchors laid out per pass when every position is one (bounds the attention mask's memory)."""
+
+    @torch.no_grad()
+    def walk(self, model: DFlashModel, seqs: list, opts: DFlashOptions) -> dict[str, float]:
+        """Teacher-forced accepted length as greedy decoding collects it: every answer position is an
+        anchor, then decoding's walk over their runs (training/anchors.walk), pooled over sequences.
+        The uniform "tau_greedy" weighs every position alike; this is what a bench would measure."""
+        if not len(seqs):
+            return {"tau_walk": float("nan"), "tau_walk_k3": float("nan")}
+        device = model.fc.weight.device
+        totals = [0, 0, 0, 0]  # tokens, rounds; the same with drafts capped
+        for s in seqs:
+            if s.greedy is None:
+                raise DraftsmithError("the walk needs the target's greedy tokens (rebuild the cache)")
+            runs: dict[int, int] = {}
+            for chunk in sample_anchors(s.loss_mask, s.ids.shape[0]).split(self.WALK_CHUNK):
+                batch = build_blocks(
+                    s.ids[None],
+                    s.loss_mask[None],
+                    [chunk],
+                    opts.block_size,
+                    model.cfg.mask_token_id,
+                    s.greedy[None],
+                    model.cfg.lookup_input,
+                )
+                found = anchor_runs(model, batch.to(device), s.features[None].float().to(device))[0]
+                runs.update((a, r) for a, r in zip(chunk.tolist(), found.tolist(), strict=True) if r >= 0)
+            for i, cap in ((0, None), (2, CAPPED_DRAFT)):
+                tokens, rounds = walk(runs, cap)
+                totals[i] += tokens
+                totals[i + 1] += rounds
+        return {"tau_walk": totals[0] / max(totals[1], 1), "tau_walk_k3": totals[2] / max(totals[3], 1)}
 
     def save(self, model: DFlashModel, out: Path, dtype: torch.dtype | None) -> None:
         save_drafter(model, out, dtype=dtype)

@@ -138,6 +138,36 @@ LABELS = ("token", "greedy", "soft")
 """What the CE term learns: the written token, the target's argmax, or the target's distribution."""
 
 
+def draft_logits(
+    model: DFlashModel, batch: BlockBatch, features: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Teacher-forced slot states [b, Q, H], draft-vocabulary logits [b, Q, Vd] (fp32, with DSpark's
+    Markov bias from the written previous token) and those tokens' Markov rows [b, Q]. Teacher
+    forcing is exact for accepted prefixes: there the drafted previous token is the written one."""
+    states = model.step_states(block_forward(model, batch, features), batch.prev_ids)
+    logits = model.base_logits(states).float()
+    prev_idx = model.prev_index(batch.prev_ids)
+    if model.cfg.markov_rank:
+        logits = logits + model.markov_bias(prev_idx)
+    return states, logits, prev_idx
+
+
+def anchor_runs(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -> torch.Tensor:
+    """Accepted run length [b, anchors] at each anchored block against the target's greedy labels
+    (what greedy decoding accepts), every slot verified; -1 for blocks with no first label."""
+    if batch.greedy_labels is None:
+        raise ValueError("run lengths need a batch built with the target's greedy tokens")
+    draft = draft_logits(model, batch, features)[1].argmax(-1)
+    labels = batch.greedy_labels
+    # a token outside the draft vocabulary maps to row Vd, which no draft reaches: a miss
+    hit = (draft == model.t2d[labels.clamp(min=0)]) & (labels != IGNORE)
+    b = hit.shape[0]
+    bs = model.cfg.block_size
+    runs = hit.view(b, -1, bs).int().cumprod(-1).sum(-1)
+    live = (labels != IGNORE).view(b, -1, bs)[..., 0]
+    return torch.where(live, runs, -1)
+
+
 def block_loss(
     model: DFlashModel,
     batch: BlockBatch,
@@ -163,11 +193,7 @@ def block_loss(
     capped at CAPPED_DRAFT.
     """
     cfg = model.cfg
-    states = model.step_states(block_forward(model, batch, features), batch.prev_ids)  # teacher forcing
-    logits = model.base_logits(states).float()
-    prev_idx = model.prev_index(batch.prev_ids)
-    if cfg.markov_rank:
-        logits = logits + model.markov_bias(prev_idx)
+    states, logits, prev_idx = draft_logits(model, batch, features)
     vd = logits.shape[-1]
 
     def draft_index(labels: torch.Tensor) -> torch.Tensor:
