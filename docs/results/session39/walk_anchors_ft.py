@@ -5,7 +5,8 @@ draft and jumps over what the drafter gets right. Training draws anchors uniform
 walks every training sequence with the initial drafter (3 drafts a round, as the default mode
 verifies) and then trains only on the anchors that walk visits; everything else is the control's
 command line (session 38's `continue_sixth.sh`: the same cache, seed, recipe and steps).
-Usage: python docs/results/session39/walk_anchors_ft.py INIT CACHE DEV_CACHE OUT [STEPS]
+Usage: python docs/results/session39/walk_anchors_ft.py INIT CACHE DEV_CACHE OUT [STEPS [SEED [uniform]]]
+(SEED: the trainer's --seed, default its own; "uniform": the control, the same run without the walk)
 """
 
 import sys
@@ -22,12 +23,14 @@ from draftsmith.training.cache import TargetCache
 
 init, cache, dev, out = sys.argv[1:5]
 steps = sys.argv[5] if len(sys.argv) > 5 else "100"
+seed = ["--seed", sys.argv[6]] if len(sys.argv) > 6 else []
+control = len(sys.argv) > 7 and sys.argv[7] == "uniform"
 target = load_target(dtype="float32", fixed_rows=0)
 model = load_drafter(init, target, torch.float32)
 visited: dict[tuple, torch.Tensor] = {}
 total = kept = 0
 with torch.no_grad():
-    for s in TargetCache(cache, target):
+    for s in [] if control else TargetCache(cache, target):
         cand = sample_anchors(s.loss_mask, s.ids.shape[0])
         runs = {}
         for chunk in cand.split(128):
@@ -48,7 +51,7 @@ with torch.no_grad():
             j += min(runs[j], CAPPED_DRAFT) + 1
         visited[tuple(s.ids.tolist())] = torch.tensor(pos, dtype=torch.long)
         total, kept = total + len(cand), kept + len(pos)
-print(f"walk anchors: {kept} of {total} candidate anchors ({kept / total:.1%})", flush=True)
+print(f"walk anchors: {kept} of {total} candidate anchors ({kept / max(total, 1):.1%})", flush=True)
 del model
 
 uniform = rec.sample_anchors
@@ -131,6 +134,7 @@ sys.exit(
             "float32",
             "--fixed-rows",
             "0",
+            *seed,
         ]
     )
 )
