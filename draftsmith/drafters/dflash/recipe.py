@@ -242,8 +242,8 @@ class DFlashRecipe(Recipe):
         The uniform "tau_greedy" weighs every position alike; this is what a bench would measure."""
         if not len(seqs):
             return {"tau_walk": float("nan"), "tau_walk_k3": float("nan")}
-        device = model.fc.weight.device
-        totals = [0, 0, 0, 0]  # tokens, rounds; the same with drafts capped
+        device, cfg = model.fc.weight.device, model.cfg
+        totals = {cap: [0, 0] for cap in (None, CAPPED_DRAFT)}  # tokens, rounds
         for s in seqs:
             if s.greedy is None:
                 raise DraftsmithError("the walk needs the target's greedy tokens (rebuild the cache)")
@@ -253,18 +253,19 @@ class DFlashRecipe(Recipe):
                     s.ids[None],
                     s.loss_mask[None],
                     [chunk],
-                    opts.block_size,
-                    model.cfg.mask_token_id,
+                    cfg.block_size,  # the model's own: anchor_runs reads its blocks at that size
+                    cfg.mask_token_id,
                     s.greedy[None],
-                    model.cfg.lookup_input,
+                    cfg.lookup_input,
                 )
                 found = anchor_runs(model, batch.to(device), s.features[None].float().to(device))[0]
                 runs.update((a, r) for a, r in zip(chunk.tolist(), found.tolist(), strict=True) if r >= 0)
-            for i, cap in ((0, None), (2, CAPPED_DRAFT)):
+            for cap, total in totals.items():
                 tokens, rounds = walk(runs, cap)
-                totals[i] += tokens
-                totals[i + 1] += rounds
-        return {"tau_walk": totals[0] / max(totals[1], 1), "tau_walk_k3": totals[2] / max(totals[3], 1)}
+                total[0] += tokens
+                total[1] += rounds
+        (t, r), (t3, r3) = totals[None], totals[CAPPED_DRAFT]
+        return {"tau_walk": t / max(r, 1), "tau_walk_k3": t3 / max(r3, 1)}
 
     def save(self, model: DFlashModel, out: Path, dtype: torch.dtype | None) -> None:
         save_drafter(model, out, dtype=dtype)

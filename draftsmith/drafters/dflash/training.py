@@ -160,12 +160,9 @@ def anchor_runs(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -
     draft = draft_logits(model, batch, features)[1].argmax(-1)
     labels = batch.greedy_labels
     # a token outside the draft vocabulary maps to row Vd, which no draft reaches: a miss
-    hit = (draft == model.t2d[labels.clamp(min=0)]) & (labels != IGNORE)
-    b = hit.shape[0]
-    bs = model.cfg.block_size
-    runs = hit.view(b, -1, bs).int().cumprod(-1).sum(-1)
-    live = (labels != IGNORE).view(b, -1, bs)[..., 0]
-    return torch.where(live, runs, -1)
+    scored = torch.where(labels == IGNORE, IGNORE, model.t2d[labels.clamp(min=0)])
+    prefix, live = prefix_hits(draft, scored, model.cfg.block_size)
+    return torch.where(live, prefix.sum(-1), -1)
 
 
 def block_loss(
@@ -264,14 +261,21 @@ def block_loss(
     return loss, {k: float(v.detach()) for k, v in terms.items()}
 
 
+def prefix_hits(
+    draft: torch.Tensor, labels: torch.Tensor, block_size: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per anchored block, 1 at each slot while every draft so far equals its label ([b, A, block])
+    and whether the block's first slot has a label at all ([b, A]); draft and labels [b, A * block]."""
+    blocks = (draft == labels).view(draft.shape[0], -1, block_size)
+    return blocks.int().cumprod(-1), (labels != IGNORE).view_as(blocks)[..., 0]
+
+
 def accepted_runs(
     draft: torch.Tensor, labels: torch.Tensor, block_size: int, name: str
 ) -> dict[str, torch.Tensor]:
     """accepted_length as 0-dim tensors, without a data-dependent branch (compiles as one graph)."""
-    hit = draft == labels
-    blocks = hit.view(hit.shape[0], -1, block_size)
-    prefix = blocks.int().cumprod(-1)  # 1 while every slot so far was accepted
-    live = (labels != IGNORE).view_as(blocks)[..., 0].float()
+    prefix, live = prefix_hits(draft, labels, block_size)
+    live = live.float()
     n = live.sum().clamp(min=1.0)  # no live block: 1 + 0 / 1 = 1.0
     return {
         key: 1.0 + (run.float() * live).sum() / n
