@@ -155,6 +155,36 @@ def test_training_steps_lower_the_loss(dspark, label, feature_weight):
         assert "feat" in metrics
 
 
+def test_slot_weights_cut_unverified_slots_and_weigh_by_survival():
+    """loss_slots zeroes the slots a verifier never checks; survival multiplies each slot's decay by
+    the drafter's probability of every earlier label in its block, and a label outside the draft
+    vocabulary ends the block's survival."""
+    model = make_drafter(tiny_target(), dspark=True, block=4)
+    ids, mask = torch.arange(20)[None] % VOCAB, torch.ones(1, 20, dtype=torch.bool)
+    batch = build_blocks(ids, mask, [torch.tensor([2, 9])], 4, MASK_ID)
+    decay = torch.exp(-torch.arange(4.0) / model.cfg.gamma).repeat(2)[None]
+    ce = torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]])
+    valid = torch.ones_like(ce, dtype=torch.bool)
+    plain = training.slot_weights(model, batch, ce, valid)
+    assert torch.allclose(plain, decay)
+    cut = training.slot_weights(model, batch, ce, valid, loss_slots=3)
+    assert torch.allclose(cut, decay * torch.tensor([1.0, 1, 1, 0, 1, 1, 1, 0]))
+    valid[0, 5] = False  # block 2's second label is outside the draft vocabulary
+    surv = training.slot_weights(model, batch, ce, valid, survival=True)
+    before = torch.tensor([[0.0, 0.1, 0.3, 0.6, 0.0, 0.5, float("inf"), float("inf")]])
+    assert torch.allclose(surv, decay * torch.exp(-before))
+    model.requires_grad_(True)
+    ids = greedy_sequences(tiny_target())
+    feats, final = target_states(tiny_target(), ids, model.cfg.target_layers)
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    g = torch.Generator().manual_seed(0)
+    blocks = build_blocks(ids, mask, [sample_anchors(m, 8, g) for m in mask], 4, MASK_ID)
+    head = tiny_target().model.get_output_embeddings().weight
+    loss, _ = block_loss(model, blocks, feats, final, head, loss_slots=2, survival=True)
+    loss.backward()  # the survival factor is detached: gradients flow through the slots' own terms
+    assert torch.isfinite(loss) and model.fc.weight.grad is not None
+
+
 def test_soft_labels_are_the_target_distribution_and_feature_loss_is_zero_on_the_target_states(monkeypatch):
     """Soft CE is minimised (= the target's entropy) by the target's own logits, and the feature
     regression is exactly zero when the draft states are the target's final states."""

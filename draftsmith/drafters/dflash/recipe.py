@@ -61,6 +61,17 @@ class DFlashOptions:
     feature_weight: float = field(
         default=0.0, metadata={"help": "smooth-L1 regression of draft states onto the target's (EAGLE)"}
     )
+    loss_slots: int = field(
+        default=0,
+        metadata={"help": "train only the first N block slots (0 = all; the default CPU mode verifies 3)"},
+    )
+    survival: bool = field(
+        default=False,
+        metadata={
+            "help": "weigh each slot by the drafter's own probability of every earlier slot's label "
+            "(expected accepted length)"
+        },
+    )
     label: str = field(
         default="token",
         metadata={
@@ -87,6 +98,8 @@ class DFlashOptions:
             raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
         if self.feature_weight < 0:
             raise DraftsmithError(f"feature_weight must be >= 0, got {self.feature_weight}")
+        if not 0 <= self.loss_slots:
+            raise DraftsmithError(f"loss_slots must be >= 0 (0 = all), got {self.loss_slots}")
 
 
 def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) -> DFlashConfig:
@@ -171,6 +184,8 @@ class DFlashRecipe(Recipe):
         "ce_weight": 0.1,
         "qk_norm": False,
         "lookup_input": 0,
+        "loss_slots": 0,
+        "survival": False,
     }
 
     def __init__(self, method: str) -> None:
@@ -214,6 +229,8 @@ class DFlashRecipe(Recipe):
             label=opts.label,
             ce_weight=opts.ce_weight,
             feature_weight=opts.feature_weight,
+            loss_slots=opts.loss_slots,
+            survival=opts.survival,
         )
 
     @torch.no_grad()

@@ -175,19 +175,23 @@ def block_loss(
     label: str = "token",
     ce_weight: float = 0.1,
     feature_weight: float = 0.0,
+    loss_slots: int = 0,
+    survival: bool = False,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """DFlash: position-weighted CE. DSpark: w CE + (1 - w) L1(p_draft, p_target) + 1.0 BCE(confidence),
     w = ce_weight (0.1 in the DSpark paper).
 
-    label: what the CE term learns, "token" (the token written in the answer), "greedy" (the
-    target's argmax at that position, which is what greedy verification accepts; needs the batch's
-    greedy labels) or "soft" (the target's whole distribution: distillation). feature_weight > 0
-    adds EAGLE's smooth-L1 regression of the draft states onto the target's final-norm states, a
-    dense signal per slot instead of one token. The target distribution comes from its final-norm
-    states: with the cached log-normaliser (target_lse) only the draft-vocabulary logits are
-    computed; otherwise the full lm_head is used. Metrics: tau_est (against the written tokens)
-    and, when the batch has them, tau_greedy (against the target's argmax), each also with drafts
-    capped at CAPPED_DRAFT.
+    label: what the CE term learns, "token" (the token written in the answer), "greedy" (the target's
+    argmax at that position, which is what greedy verification accepts; needs the batch's greedy labels)
+    or "soft" (the target's whole distribution: distillation). feature_weight > 0 adds EAGLE's smooth-L1
+    regression of the draft states onto the target's final-norm states, a dense signal per slot instead
+    of one token. loss_slots > 0 trains only the block's first loss_slots slots (what a verifier of that
+    many drafts checks); survival weighs each slot by the drafter's own (detached) probability of every
+    earlier slot's label, so a slot counts as much as decoding is likely to reach it (an expected-
+    accepted-length weighting). The target distribution comes from its final-norm states: with the
+    cached log-normaliser (target_lse) only the draft-vocabulary logits are computed; otherwise the full
+    lm_head is used. Metrics: tau_est (against the written tokens) and, when the batch has them,
+    tau_greedy (against the target's argmax), each also with drafts capped at CAPPED_DRAFT.
     """
     cfg = model.cfg
     states, logits, prev_idx = draft_logits(model, batch, features)
@@ -214,18 +218,18 @@ def block_loss(
         else:
             p_t_draft = torch.softmax((final @ target_head.t()).float(), -1)[..., model.d2t]
     has_next = batch.labels != IGNORE
-    w_all = model.position_weights(logits.device)[batch.slot].expand_as(has_next) * has_next
+    label_idx = draft_index(batch.greedy_labels if label == "greedy" else batch.labels)
+    valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
+    hard_ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
+    slot_w = slot_weights(model, batch, hard_ce, valid, loss_slots, survival)
+    w_all = slot_w * has_next
     n_all = w_all.sum().clamp(min=1e-6)
     if label == "soft":  # cross-entropy to the target's full distribution (distillation)
         ce = -(p_t_draft * torch.log_softmax(logits, -1)).sum(-1)
         ce = (ce * w_all).sum() / n_all
     else:
-        label_idx = draft_index(batch.labels if label == "token" else batch.greedy_labels)
-        valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
-        weight = model.position_weights(logits.device)[batch.slot].expand_as(valid) * valid
-        norm = weight.sum().clamp(min=1e-6)
-        ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
-        ce = (ce * weight).sum() / norm
+        weight = slot_w * valid
+        ce = (hard_ce * weight).sum() / weight.sum().clamp(min=1e-6)
     terms = {"ce": ce}  # tensors until the end, so torch.compile sees the whole loss as one graph
     loss = ce
     if cfg.markov_rank or cfg.confidence:
@@ -259,6 +263,30 @@ def block_loss(
             terms.update(accepted_runs(draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy"))
     terms["loss"] = loss
     return loss, {k: float(v.detach()) for k, v in terms.items()}
+
+
+def slot_weights(
+    model: DFlashModel,
+    batch: BlockBatch,
+    ce: torch.Tensor,
+    valid: torch.Tensor,
+    loss_slots: int = 0,
+    survival: bool = False,
+) -> torch.Tensor:
+    """Loss weight of every block slot [b, Q]: the position decay exp(-k/gamma), zero from slot
+    loss_slots on (when > 0), times (survival) the detached probability that the drafter got every
+    earlier slot of its block right, exp(-sum of their CE); a label outside the draft vocabulary
+    ends the block's survival."""
+    block = model.cfg.block_size
+    w = model.position_weights(ce.device)[batch.slot]
+    if loss_slots:
+        w = w * (batch.slot < loss_slots)
+    w = w.expand_as(ce)
+    if survival:
+        nll = torch.where(valid, ce.detach(), torch.full_like(ce, float("inf"))).view(ce.shape[0], -1, block)
+        earlier = torch.cumsum(F.pad(nll[..., :-1], (1, 0)), -1)  # CE summed over the slots before
+        w = w * torch.exp(-earlier).view_as(ce)
+    return w
 
 
 def prefix_hits(
