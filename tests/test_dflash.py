@@ -185,6 +185,13 @@ def test_slot_weights_cut_unverified_slots_and_weigh_by_survival():
     assert torch.isfinite(loss) and model.fc.weight.grad is not None
 
 
+def test_a_negative_loss_slot_count_is_refused():
+    from draftsmith.drafters.dflash.recipe import DFlashOptions
+
+    with pytest.raises(DraftsmithError, match="loss_slots must be >= 0"):
+        DFlashOptions(loss_slots=-1)
+
+
 def test_soft_labels_are_the_target_distribution_and_feature_loss_is_zero_on_the_target_states(monkeypatch):
     """Soft CE is minimised (= the target's entropy) by the target's own logits, and the feature
     regression is exactly zero when the draft states are the target's final states."""

@@ -98,7 +98,7 @@ class DFlashOptions:
             raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
         if self.feature_weight < 0:
             raise DraftsmithError(f"feature_weight must be >= 0, got {self.feature_weight}")
-        if not 0 <= self.loss_slots:
+        if self.loss_slots < 0:
             raise DraftsmithError(f"loss_slots must be >= 0 (0 = all), got {self.loss_slots}")
 
 
