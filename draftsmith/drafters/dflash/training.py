@@ -220,7 +220,10 @@ def block_loss(
     has_next = batch.labels != IGNORE
     label_idx = draft_index(batch.greedy_labels if label == "greedy" else batch.labels)
     valid = label_idx < vd  # tokens outside a reduced draft vocabulary cannot be learned
-    hard_ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
+    if label != "soft" or survival:  # soft labels read it only for the survival weights
+        hard_ce = F.cross_entropy(logits.transpose(1, 2), label_idx.clamp(max=vd - 1), reduction="none")
+    else:
+        hard_ce = torch.zeros_like(has_next, dtype=logits.dtype)
     slot_w = slot_weights(model, batch, hard_ce, valid, loss_slots, survival)
     w_all = slot_w * has_next
     n_all = w_all.sum().clamp(min=1e-6)
@@ -283,7 +286,7 @@ def slot_weights(
         w = w * (batch.slot < loss_slots)
     w = w.expand_as(ce)
     if survival:
-        nll = torch.where(valid, ce.detach(), torch.full_like(ce, float("inf"))).view(ce.shape[0], -1, block)
+        nll = ce.detach().masked_fill(~valid, float("inf")).view(ce.shape[0], -1, block)
         earlier = torch.cumsum(F.pad(nll[..., :-1], (1, 0)), -1)  # CE summed over the slots before
         w = w * torch.exp(-earlier).view_as(ce)
     return w
