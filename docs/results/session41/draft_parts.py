@@ -1,8 +1,9 @@
 """Drafting time a round split into its parts (wall clock, the shipped DSpark or DFlash, default
 mode): decode bench prompts and time each part of `propose` by wrapping the model's methods.
-Usage: python docs/results/session41/draft_parts.py [METHOD] [SUITE] [N_PROMPTS]
+Usage: [INT8=1 [MIN=N]] python docs/results/session41/draft_parts.py [METHOD] [SUITE] [N_PROMPTS]
 """
 
+import os
 import sys
 import time
 from collections import defaultdict
@@ -41,6 +42,11 @@ def timed(obj, name, label):
 
 
 m = drafter.model
+if os.environ.get("INT8"):  # int8 weights (int8_drafter.py): MIN = the smallest weight swapped
+    sys.path.insert(0, os.path.dirname(__file__))
+    from int8_drafter import to_int8
+
+    to_int8(m, int(os.environ.get("MIN", "0")))
 timed(type(drafter), "propose_batch", "propose (all)")
 timed(type(drafter), "flush", "flush (project new states)")
 timed(dmod, "slot_guesses", "lookup guesses")

@@ -44,9 +44,10 @@ def to_int8(model: nn.Module, min_params: int = 0) -> None:
                 if child.weight.shape[0] > 1:
                     setattr(parent, name, Int8Linear(child.weight, child.bias))
     if getattr(model, "head", None) is not None:
-        head = Int8Linear(model.head, None)
+        model.head_int8 = Int8Linear(model.head, None)
         model.head_packed = None
-        model.base_logits = head  # read_head(states, model) == head(states)
+        # an instance attribute (not a module) shadows the class's base_logits, which reads the head
+        model.base_logits = model.head_int8.forward
 
 
 def fake_quant(model: nn.Module) -> None:
