@@ -255,7 +255,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from draftsmith.drafters.registry import drafter_path
-    from draftsmith.evaluation.bench import calibration_table, markdown_table, run_bench, validate_methods
+    from draftsmith.evaluation.bench import (
+        calibration_table,
+        markdown_table,
+        round_cost_table,
+        run_bench,
+        validate_methods,
+    )
     from draftsmith.evaluation.suites import load_suite
 
     methods = validate_methods([m.strip() for m in args.methods.split(",") if m.strip()])
@@ -275,6 +281,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         calib = calibration_table(result.summaries)
         if calib:
             table += "\n\nConfidence calibration (DSpark):\n\n" + calib
+        costs = round_cost_table(result.summaries)
+        if costs:
+            table += "\n\nWhere a round's time goes (pooled over every round):\n\n" + costs
         if args.out:
             Path(args.out).write_text(json.dumps(result.to_json(), indent=1))
         if args.markdown:

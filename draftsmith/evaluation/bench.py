@@ -55,6 +55,13 @@ class MethodSummary:
     speedup_median: float | None
     identical: int | None  # prompts whose greedy output equals plain's (None when sampling)
     calibration: list[dict] = field(default_factory=list)  # confidence heads: ECE/AUROC per position
+    # where a round's time goes (engine methods only): pooled over every round of every repeat
+    rounds: int | None = None
+    draft_ms: float | None = None
+    verify_ms: float | None = None
+    # the speedup with the same acceptance if drafting cost nothing (each round's measured drafting
+    # time taken out), median over repeats: how much of the gap to an ideal drafter is drafting cost
+    speedup_free_drafting: float | None = None
 
 
 @dataclass
@@ -200,13 +207,16 @@ def summarise(
         by = {(r.method, r.repeat, r.suite, r.prompt_id): r for r in rows}
         for name in methods:
             mine = [r for r in rows if r.method == name]
-            tok_s, speed = [], []
+            tok_s, speed, free = [], [], []
             for rep in range(repeats):
                 reps = [r for r in mine if r.repeat == rep]
                 secs = sum(r.seconds for r in reps)
                 base = sum(by[(BASELINE, rep, r.suite, r.prompt_id)].seconds for r in reps)
                 tok_s.append(sum(len(r.tokens) for r in reps) / secs if secs else 0.0)
                 speed.append(base / secs if secs else 0.0)
+                if reps and all(r.stats for r in reps):
+                    rest = secs - sum(r.stats.draft_s for r in reps)
+                    free.append(base / rest if rest > 0 else 0.0)
             pooled = GenerationStats()
             for r in mine:
                 if r.stats:
@@ -229,9 +239,39 @@ def summarise(
                     speedup_median=None if name == BASELINE else round(statistics.median(speed), 3),
                     identical=identical,
                     calibration=by_position(pooled.confidence),
+                    rounds=pooled.rounds or None,
+                    draft_ms=round(1000 * pooled.draft_s / pooled.rounds, 3) if pooled.rounds else None,
+                    verify_ms=round(1000 * pooled.verify_s / pooled.rounds, 3) if pooled.rounds else None,
+                    speedup_free_drafting=(
+                        round(statistics.median(free), 3) if free and name != BASELINE else None
+                    ),
                 )
             )
     return out
+
+
+def round_cost_table(summaries: list[MethodSummary]) -> str:
+    """Drafting and verification time a round per suite and method, and the speedup the same
+    acceptance would give with free drafting: whether a method is held back by what it accepts or
+    by what its drafts cost (empty when no method ran through the engine)."""
+    rows = [s for s in summaries if s.rounds]
+    if not rows:
+        return ""
+    lines = [
+        "| suite | method | rounds | drafting ms a round | verification ms a round | drafting share "
+        "| speedup vs plain | with free drafting |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for s in rows:
+        busy = (s.draft_ms or 0.0) + (s.verify_ms or 0.0)
+        share = f"{100 * s.draft_ms / busy:.0f}%" if busy else "-"
+        speed = "1.00x" if s.speedup_median is None else f"{s.speedup_median:.2f}x"
+        free = "-" if s.speedup_free_drafting is None else f"{s.speedup_free_drafting:.2f}x"
+        lines.append(
+            f"| {s.suite} | {s.method} | {s.rounds} | {s.draft_ms:.2f} | {s.verify_ms:.2f} | {share} "
+            f"| {speed} | {free} |"
+        )
+    return "\n".join(lines)
 
 
 def calibration_table(summaries: list[MethodSummary], positions: int = 4) -> str:
