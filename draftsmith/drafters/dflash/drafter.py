@@ -109,6 +109,7 @@ class DFlashDrafter(Drafter):
         self.slot_hint: Callable[[torch.Tensor, list[int]], tuple[int, float] | None] | None = None
         self.pending: list[dict] = []
         self.pending_bytes = 0
+        self.lean_walk = True  # one greedy request walks with `_walk_greedy` (False: the general walk)
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DFlashModel:
@@ -138,6 +139,8 @@ class DFlashDrafter(Drafter):
         """STS temperatures and biases stored with the drafter (`sts.json`) scale its confidences."""
         path = drafter or shipped_drafter(cls.name, target)
         model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
+        if model is not drafter:  # loaded here to draft, so nothing will train it
+            model.fuse_for_decoding()
         sts = read_sts(path)
         return cls(model, target.runner.vocab_size, confidence_threshold, *sts, length_rule=length_rule)
 
@@ -245,6 +248,15 @@ class DFlashDrafter(Drafter):
         states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx, guesses)
         states = states[:, s0 : s0 + depth]
         serial = bool(cfg.markov_state)  # the previous token updates each slot's state: one head read a slot
+        if (
+            n == 1
+            and first.lean_walk
+            and depth
+            and params[0].greedy
+            and first.slot_hint is None
+            and not serial
+        ):
+            return [first._walk_greedy(states[0], last)]
         base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None
         chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
@@ -303,6 +315,48 @@ class DFlashDrafter(Drafter):
                 probs[:, m.d2t] = torch.stack(dists[i])
             drafts.append(Draft(out, probs))
         return drafts
+
+    def _walk_greedy(self, states: torch.Tensor, last: torch.Tensor) -> Draft:
+        """One greedy request's walk through its block states [depth, H] in the fewest ops: only
+        the Markov bias is serial (it needs the previous slot's pick); the confidences and the
+        length rule's probabilities are read for all slots at once after the walk. The tokens,
+        confidences and probabilities are the general walk's (tests/test_dflash_lean_decoding.py);
+        a confidence stop drops the slots after it, as the general walk never drafts them."""
+        m, cfg = self.model, self.cfg
+        logits = m.base_logits(states).float()  # [depth, Vd]
+        rows = None
+        if cfg.markov_rank:
+            walked, picked, looked = [], [], []
+            prev = m.prev_index(last.reshape(1))
+            for s in range(states.shape[0]):
+                r = m.markov_in(prev)
+                slot = logits[s : s + 1] + m.markov_bias(prev, r).float()
+                pick = slot.argmax(-1)
+                walked.append(slot)
+                picked.append(pick)
+                looked.append(r)
+                prev = m.draft_row(pick)
+            logits, picks, rows = torch.cat(walked), torch.cat(picked), torch.cat(looked)
+        else:
+            picks = logits.argmax(-1)
+        conf = m.confidence_logit(states, None, rows).float().tolist() if cfg.confidence else None
+        probs = None
+        if self.length_rule == "prob":
+            probs = torch.softmax(logits, -1).gather(-1, picks[:, None]).squeeze(-1).tolist()
+        self.confidences, self.confidence_logits, self.token_probs = [], [], []
+        survive, keep = 1.0, int(picks.shape[0])
+        for s in range(keep):
+            if conf is not None:
+                c = sts_confidence(conf[s], s, self.temperatures, self.biases)
+                self.confidence_logits.append(conf[s])
+                self.confidences.append(c)
+                survive *= c
+                if s > 0 and survive < self.threshold:
+                    keep = s
+                    break
+            if probs is not None:
+                self.token_probs.append(probs[s])
+        return Draft(m.d2t[picks[:keep]], None)
 
     @staticmethod
     def _context(drafters, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from draftsmith.drafters.dflash.config import DFlashConfig
-from draftsmith.engine.packing import read_head
+from draftsmith.engine.packing import pack_weight, packed_linear, packing_enabled, read_head
 
 _ROPE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # (d, theta, device, dtype) -> cos, sin
 
@@ -59,6 +59,9 @@ def rotate(x: torch.Tensor, pos: torch.Tensor, theta: float) -> torch.Tensor:
 class DraftLayer(nn.Module):
     """A Llama-style decoder layer whose keys/values also cover the injected target context."""
 
+    qkv_packed: torch.Tensor | None = None  # decoding only (`fuse_for_decoding`); never saved
+    kv_packed: torch.Tensor | None = None
+
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()
         h, nh, nkv, hd = cfg.hidden_size, cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
@@ -75,6 +78,21 @@ class DraftLayer(nn.Module):
             self.q_norm = nn.RMSNorm(hd, eps=cfg.rms_norm_eps)
             self.k_norm = nn.RMSNorm(hd, eps=cfg.rms_norm_eps)
 
+    def fuse_for_decoding(self) -> None:
+        """Decoding only: one packed [q; k; v] weight for the block and one [k; v] for the context.
+        After each target step the drafter's weights are fetched cold, and every oneDNN call pays
+        its own start; one call per projection group reads the same bytes with fewer starts and
+        gives bitwise the same products (tests/test_dflash_lean_decoding.py)."""
+        ws = [getattr(self, name).weight.detach() for name in ("q", "k", "v")]
+        self.qkv_packed = pack_weight(torch.cat(ws))
+        self.kv_packed = pack_weight(torch.cat(ws[1:])) if self.qkv_packed is not None else None
+
+    def _split_kv(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Fused [k; v] outputs [b, n, 2 * kv_heads * d] -> normed key heads and value heads."""
+        k, v = kv.chunk(2, dim=-1)
+        k = self._heads(k, self.cfg.num_kv_heads)
+        return (self.k_norm(k) if self.cfg.qk_norm else k), self._heads(v, self.cfg.num_kv_heads)
+
     def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         b, n, _ = x.shape
         return x.view(b, n, n_heads, self.cfg.head_dim).transpose(1, 2)
@@ -85,8 +103,11 @@ class DraftLayer(nn.Module):
 
     def project_context(self, ctx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """ctx [b, T, H] at positions pos [b, T] -> rotated keys and values [b, kv_heads, T, d]."""
-        k = rotate(self._keys(ctx), pos[:, None], self.cfg.rope_theta)
-        return k, self._heads(self.v(ctx), self.cfg.num_kv_heads)
+        if self.kv_packed is not None:
+            k, v = self._split_kv(packed_linear(ctx, self.kv_packed))
+        else:
+            k, v = self._keys(ctx), self._heads(self.v(ctx), self.cfg.num_kv_heads)
+        return rotate(k, pos[:, None], self.cfg.rope_theta), v
 
     def forward(
         self,
@@ -100,10 +121,16 @@ class DraftLayer(nn.Module):
         None: everything)."""
         cfg = self.cfg
         h = self.ln1(x)
-        q = self._heads(self.q(h), cfg.num_heads)
+        if self.qkv_packed is not None:
+            qkv = packed_linear(h, self.qkv_packed)
+            nq = cfg.num_heads * cfg.head_dim
+            q = self._heads(qkv[..., :nq], cfg.num_heads)
+            k, v = self._split_kv(qkv[..., nq:])
+        else:
+            q = self._heads(self.q(h), cfg.num_heads)
+            k, v = self._keys(h), self._heads(self.v(h), cfg.num_kv_heads)
         q = rotate(self.q_norm(q) if cfg.qk_norm else q, pos[:, None], cfg.rope_theta)
-        k = rotate(self._keys(h), pos[:, None], cfg.rope_theta)
-        v = self._heads(self.v(h), cfg.num_kv_heads)
+        k = rotate(k, pos[:, None], cfg.rope_theta)
         att = F.scaled_dot_product_attention(
             q,
             torch.cat([ctx_k, k], 2),
@@ -170,6 +197,13 @@ class DFlashModel(nn.Module):
         t2d = torch.full((embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
         t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
         self.t2d = t2d
+
+    def fuse_for_decoding(self) -> None:
+        """Give each draft layer its fused decoding weights (`DraftLayer.fuse_for_decoding`); for a
+        drafter loaded to draft only, never one that trains (the packed op has no gradient)."""
+        if packing_enabled():
+            for layer in self.layers:
+                layer.fuse_for_decoding()
 
     def fuse_context(self, features: torch.Tensor) -> torch.Tensor:
         """[b, T, n_layers * H] target features -> [b, T, H] context states."""

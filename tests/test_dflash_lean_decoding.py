@@ -1,0 +1,90 @@
+"""The lean decoding path of DFlash/DSpark: fused q/k/v weights and one greedy request's walk give
+exactly what the general path gives (tokens, confidences, probabilities), with fewer op calls."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import VOCAB, tiny_target
+from test_dflash import make_drafter
+
+from draftsmith.drafters.dflash.checkpoint import save_drafter
+from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.packing import pack_linears, packable_dtypes
+
+
+def _record(drafter, target, prompts, max_new: int = 24):
+    """Every round's draft, confidences and token probabilities, and each prompt's output."""
+    rounds, outputs = [], []
+    propose = drafter.propose
+
+    def recorded(*a, **kw):
+        draft = propose(*a, **kw)
+        rounds.append(
+            (draft.tokens.tolist(), drafter.confidences, drafter.confidence_logits, drafter.token_probs)
+        )
+        return draft
+
+    drafter.propose = recorded
+    for ids in prompts:
+        outputs.append(speculative_generate(target.runner, drafter, ids, StopRule(max_new)).tokens)
+    return rounds, outputs
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+@pytest.mark.parametrize("threshold", [0.0, 0.4])
+def test_the_lean_greedy_walk_drafts_what_the_general_walk_drafts(tmp_path, dspark, threshold):
+    target = tiny_target()
+    save_drafter(
+        make_drafter(target, dspark=dspark, block=5, lookup_input=4 if dspark else 0), tmp_path / "d"
+    )
+    cls = DSparkDrafter if dspark else DFlashDrafter
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(3, VOCAB, (n,), generator=g) for n in (6, 11, 17)]
+    prompts.append(torch.tensor([5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]))  # lookup guesses match
+    runs = []
+    for lean in (True, False):
+        drafter = cls.build(target, drafter=str(tmp_path / "d"), confidence_threshold=threshold)
+        drafter.lean_walk = lean
+        runs.append(_record(drafter, target, prompts))
+    (lean_rounds, lean_out), (general_rounds, general_out) = runs
+    assert lean_out == general_out
+    assert len(lean_rounds) == len(general_rounds) > len(prompts)
+    assert lean_rounds == general_rounds  # tokens, confidences and probabilities, exactly
+    if dspark and threshold:  # the confidence stop cut some drafts short of the block
+        assert any(len(r[0]) < 4 and len(r[1]) > len(r[0]) for r in lean_rounds)
+
+
+@pytest.mark.parametrize("dtype", packable_dtypes())
+def test_fused_decoding_weights_give_bitwise_the_separate_projections(dtype):
+    target = tiny_target()
+    m = make_drafter(target, dspark=True, block=4).to(dtype)
+    pack_linears(m)  # as decoding has them: each projection packed on its own
+    ctx_in = torch.randn(1, 9, m.cfg.hidden_size, dtype=dtype)
+    block_in = torch.randn(1, 4, m.cfg.hidden_size, dtype=dtype)
+    layer = m.layers[0]
+    with torch.no_grad():
+        k, v = layer.project_context(ctx_in, torch.arange(9)[None])
+        separate = (k, v, layer(block_in, torch.arange(9, 13)[None], k, v, None))
+        m.fuse_for_decoding()
+        assert layer.qkv_packed is not None and layer.kv_packed is not None
+        k2, v2 = layer.project_context(ctx_in, torch.arange(9)[None])
+        fused = (k2, v2, layer(block_in, torch.arange(9, 13)[None], k2, v2, None))
+    for a, b in zip(separate, fused, strict=True):
+        assert torch.equal(a, b)
+    assert not any("packed" in name for name in m.state_dict())  # decoding weights are never saved
+
+
+def test_a_loaded_drafter_drafts_with_fused_weights(tmp_path):
+    target = tiny_target()
+    save_drafter(make_drafter(target, dspark=True), tmp_path / "d")
+    drafter = DSparkDrafter.build(target, drafter=str(tmp_path / "d"))
+    assert all(layer.qkv_packed is not None for layer in drafter.model.layers)
+
+
+def test_a_drafter_handed_in_to_train_gets_no_fused_weights():
+    target = tiny_target()
+    model = make_drafter(target, dspark=True)
+    DSparkDrafter.build(target, drafter=model)
+    assert all(layer.qkv_packed is None for layer in model.layers)
