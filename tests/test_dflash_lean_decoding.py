@@ -12,23 +12,32 @@ from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.packing import pack_linears, packable_dtypes
+from draftsmith.engine.sampling import SamplingParams
 
 
-def _record(drafter, target, prompts, max_new: int = 24):
-    """Every round's draft, confidences and token probabilities, and each prompt's output."""
+def _record(drafter, target, prompts, max_new: int = 24, params: SamplingParams | None = None):
+    """Every round's draft (tokens and, sampled, its distributions), confidences and token
+    probabilities, and each prompt's output."""
     rounds, outputs = [], []
     propose = drafter.propose
 
     def recorded(*a, **kw):
         draft = propose(*a, **kw)
+        dists = None if draft.probs is None else draft.probs.tolist()
         rounds.append(
-            (draft.tokens.tolist(), drafter.confidences, drafter.confidence_logits, drafter.token_probs)
+            (
+                draft.tokens.tolist(),
+                dists,
+                drafter.confidences,
+                drafter.confidence_logits,
+                drafter.token_probs,
+            )
         )
         return draft
 
     drafter.propose = recorded
     for ids in prompts:
-        outputs.append(speculative_generate(target.runner, drafter, ids, StopRule(max_new)).tokens)
+        outputs.append(speculative_generate(target.runner, drafter, ids, StopRule(max_new), params).tokens)
     return rounds, outputs
 
 
@@ -53,7 +62,26 @@ def test_the_lean_greedy_walk_drafts_what_the_general_walk_drafts(tmp_path, dspa
     assert len(lean_rounds) == len(general_rounds) > len(prompts)
     assert lean_rounds == general_rounds  # tokens, confidences and probabilities, exactly
     if dspark and threshold:  # the confidence stop cut some drafts short of the block
-        assert any(len(r[0]) < 4 and len(r[1]) > len(r[0]) for r in lean_rounds)
+        assert any(len(r[0]) < 4 and len(r[2]) > len(r[0]) for r in lean_rounds)
+
+
+@pytest.mark.parametrize("dspark", [False, True])
+def test_a_sampled_lean_walk_draws_what_the_general_walk_draws(tmp_path, dspark):
+    """Same seed, same random draws in the same order: the same drafts, draft distributions and
+    output; with a confidence stop the general walk drafts (and draws) less, so it keeps that case."""
+    target = tiny_target()
+    save_drafter(make_drafter(target, dspark=dspark, block=5), tmp_path / "d")
+    cls = DSparkDrafter if dspark else DFlashDrafter
+    g = torch.Generator().manual_seed(2)
+    prompts = [torch.randint(3, VOCAB, (n,), generator=g) for n in (7, 13)]
+    params = SamplingParams(temperature=0.9, top_p=0.95, seed=11)
+    runs = []
+    for lean in (True, False):
+        drafter = cls.build(target, drafter=str(tmp_path / "d"))
+        drafter.lean_walk = lean
+        runs.append(_record(drafter, target, prompts, params=params))
+    assert runs[0] == runs[1]
+    assert all(r[1] is not None and len(r[1]) == len(r[0]) for r in runs[0][0])
 
 
 @pytest.mark.parametrize("dtype", packable_dtypes())

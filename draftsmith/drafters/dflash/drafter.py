@@ -109,7 +109,7 @@ class DFlashDrafter(Drafter):
         self.slot_hint: Callable[[torch.Tensor, list[int]], tuple[int, float] | None] | None = None
         self.pending: list[dict] = []
         self.pending_bytes = 0
-        self.lean_walk = True  # one greedy request walks with `_walk_greedy` (False: the general walk)
+        self.lean_walk = True  # one request walks with `_walk_one` (False: the general walk)
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> DFlashModel:
@@ -248,15 +248,9 @@ class DFlashDrafter(Drafter):
         states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx, guesses)
         states = states[:, s0 : s0 + depth]
         serial = bool(cfg.markov_state)  # the previous token updates each slot's state: one head read a slot
-        if (
-            n == 1
-            and first.lean_walk
-            and depth
-            and params[0].greedy
-            and first.slot_hint is None
-            and not serial
-        ):
-            return [first._walk_greedy(states[0], last)]
+        lean = n == 1 and first.lean_walk and depth and first.slot_hint is None and not serial
+        if lean and (params[0].greedy or first.threshold <= 0):  # a sampled stop would draw less
+            return [first._walk_one(states[0], last, params[0], generators[0])]
         base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None
         chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
@@ -316,33 +310,42 @@ class DFlashDrafter(Drafter):
             drafts.append(Draft(out, probs))
         return drafts
 
-    def _walk_greedy(self, states: torch.Tensor, last: torch.Tensor) -> Draft:
-        """One greedy request's walk through its block states [depth, H] in the fewest ops: only
-        the Markov bias is serial (it needs the previous slot's pick); the confidences and the
-        length rule's probabilities are read for all slots at once after the walk. The tokens,
-        confidences and probabilities are the general walk's (tests/test_dflash_lean_decoding.py);
-        a confidence stop drops the slots after it, as the general walk never drafts them."""
+    def _walk_one(self, states: torch.Tensor, last: torch.Tensor, params: SamplingParams, generator) -> Draft:
+        """One request's walk through its block states [depth, H] in the fewest ops: only the
+        Markov bias and the sampling are serial (each needs the previous slot's pick); the
+        confidences and the length rule's probabilities are read for all slots at once after the
+        walk. The tokens, confidences, probabilities and random draws are the general walk's
+        (tests/test_dflash_lean_decoding.py); a confidence stop drops the slots after it, as the
+        general walk never drafts them (so a sampled walk takes this path only without a stop)."""
         m, cfg = self.model, self.cfg
         logits = m.base_logits(states).float()  # [depth, Vd]
-        rows = None
-        if cfg.markov_rank:
+        rows, dists = None, []
+        if cfg.markov_rank or not params.greedy:
             walked, picked, looked = [], [], []
             prev = m.prev_index(last.reshape(1))
             for s in range(states.shape[0]):
-                r = m.markov_in(prev)
-                slot = logits[s : s + 1] + m.markov_bias(prev, r).float()
-                pick = slot.argmax(-1)
+                slot = logits[s : s + 1]
+                if cfg.markov_rank:
+                    looked.append(m.markov_in(prev))
+                    slot = slot + m.markov_bias(prev, looked[-1]).float()
+                if params.greedy:
+                    pick = slot.argmax(-1)
+                else:
+                    pick, q = draft_choice(slot[0], params, generator)
+                    pick = pick.reshape(1)
+                    dists.append(q)
                 walked.append(slot)
                 picked.append(pick)
-                looked.append(r)
                 prev = m.draft_row(pick)
-            logits, picks, rows = torch.cat(walked), torch.cat(picked), torch.cat(looked)
+            logits, picks = torch.cat(walked), torch.cat(picked)
+            rows = torch.cat(looked) if looked else None
         else:
             picks = logits.argmax(-1)
         conf = m.confidence_logit(states, None, rows).float().tolist() if cfg.confidence else None
         probs = None
         if self.length_rule == "prob":
-            probs = torch.softmax(logits, -1).gather(-1, picks[:, None]).squeeze(-1).tolist()
+            q = torch.stack(dists) if dists else torch.softmax(logits, -1)
+            probs = q.gather(-1, picks[:, None]).squeeze(-1).tolist()
         self.confidences, self.confidence_logits, self.token_probs = [], [], []
         survive, keep = 1.0, int(picks.shape[0])
         for s in range(keep):
@@ -356,7 +359,11 @@ class DFlashDrafter(Drafter):
                     break
             if probs is not None:
                 self.token_probs.append(probs[s])
-        return Draft(m.d2t[picks[:keep]], None)
+        draft_probs = None
+        if dists:
+            draft_probs = torch.zeros(keep, self.target_vocab, device=picks.device)
+            draft_probs[:, m.d2t] = torch.stack(dists[:keep])
+        return Draft(m.d2t[picks[:keep]], draft_probs)
 
     @staticmethod
     def _context(drafters, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
