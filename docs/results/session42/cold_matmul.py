@@ -1,0 +1,43 @@
+"""Cold against warm: one 3-row oneDNN-packed bf16 matmul with each of the default DSpark's weight
+shapes, timed with the weight in cache (200 calls in a row) and after a 400 MB write pushed it out
+(as the target's step does before every drafting pass). Usage: python docs/results/session42/cold_matmul.py
+"""
+
+import time
+
+import torch
+
+from draftsmith.engine.packing import pack_weight, packed_linear
+
+shapes = {
+    "head": (8192, 576),
+    "fc": (576, 2880),
+    "gate_up": (3072, 576),
+    "down": (576, 1536),
+    "q": (576, 576),
+    "kv": (192, 576),
+    "markov_out": (8192, 64),
+}
+big = torch.empty(400_000_000, dtype=torch.uint8)
+for name, (o, i) in shapes.items():
+    packed = pack_weight(torch.randn(o, i).bfloat16())
+    if packed is None:
+        raise SystemExit("oneDNN does not pack bf16 weights on this CPU")
+    x = torch.randn(3, i).bfloat16()
+    for _ in range(5):
+        packed_linear(x, packed)
+    t = time.perf_counter()
+    for _ in range(200):
+        packed_linear(x, packed)
+    warm = (time.perf_counter() - t) / 200
+    cold = 0.0
+    for _ in range(10):
+        big.add_(1)  # evict
+        t = time.perf_counter()
+        packed_linear(x, packed)
+        cold += (time.perf_counter() - t) / 10
+    mb = o * i * 2 / 1e6
+    print(
+        f"{name:10s} {mb:5.2f} MB  warm {warm * 1e3:.3f} ms ({mb / 1e3 / warm:.0f} GB/s)  "
+        f"cold {cold * 1e3:.3f} ms ({mb / 1e3 / cold:.0f} GB/s)"
+    )
