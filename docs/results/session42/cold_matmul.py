@@ -1,8 +1,11 @@
 """Cold against warm: one 3-row oneDNN-packed bf16 matmul with each of the default DSpark's weight
-shapes, timed with the weight in cache (200 calls in a row) and after a 400 MB write pushed it out
-(as the target's step does before every drafting pass). Usage: python docs/results/session42/cold_matmul.py
+shapes, timed with the weight in cache (200 calls in a row) and after 400 MB of other memory pushed it
+out, as the target's step does before every drafting pass: read by default, as a step reads its
+weights (EVICT=write: written, which also leaves dirty lines to write back first).
+Usage: [EVICT=read|write] python docs/results/session42/cold_matmul.py
 """
 
+import os
 import time
 
 import torch
@@ -18,7 +21,8 @@ shapes = {
     "kv": (192, 576),
     "markov_out": (8192, 64),
 }
-big = torch.empty(400_000_000, dtype=torch.uint8)
+READ = os.environ.get("EVICT", "read") == "read"
+big = torch.ones(400_000_000, dtype=torch.uint8)
 for name, (o, i) in shapes.items():
     packed = pack_weight(torch.randn(o, i).bfloat16())
     if packed is None:
@@ -32,7 +36,7 @@ for name, (o, i) in shapes.items():
     warm = (time.perf_counter() - t) / 200
     cold = 0.0
     for _ in range(10):
-        big.add_(1)  # evict
+        big.sum(dtype=torch.int32) if READ else big.add_(1)  # evict: read (as a target step does) or write
         t = time.perf_counter()
         packed_linear(x, packed)
         cold += (time.perf_counter() - t) / 10
