@@ -116,3 +116,33 @@ def test_a_drafter_handed_in_to_train_gets_no_fused_weights():
     model = make_drafter(target, dspark=True)
     DSparkDrafter.build(target, drafter=model)
     assert all(layer.qkv_packed is None for layer in model.layers)
+
+
+@pytest.mark.parametrize("greedy", [True, False])
+def test_the_hybrids_hinted_rounds_walk_alike_lean_and_general(greedy):
+    """The hybrid steers DSpark's walk with a lookup hint per slot: the lean walk applies it at the
+    same slots with the same drafts so far, so every round drafts the same tokens."""
+    from draftsmith.drafters.hybrid import HybridDrafter
+
+    target = tiny_target()
+    model = make_drafter(target, dspark=True, block=5)
+    ids = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12] * 2 + [5, 6, 13, 14, 6, 7])
+    params = SamplingParams() if greedy else SamplingParams(temperature=0.8, seed=5)
+    runs = []
+    for lean in (True, False):
+        drafter = HybridDrafter.build(target, drafter=model)
+        assert drafter.learned.slot_hint is not None
+        drafter.learned.lean_walk = lean
+        rounds = []
+        propose = drafter.propose
+
+        def recording(*a, drafter=drafter, rounds=rounds, propose=propose, **kw):
+            draft = propose(*a, **kw)
+            rounds.append((drafter.source, draft.tokens.tolist()))
+            return draft
+
+        drafter.propose = recording
+        out = speculative_generate(target.runner, drafter, ids, StopRule(40), params, adaptive=False)
+        runs.append((out.tokens, rounds))
+    assert runs[0] == runs[1]
+    assert any(source == "dspark" for source, _ in runs[0][1])

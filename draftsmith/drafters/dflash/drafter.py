@@ -248,9 +248,9 @@ class DFlashDrafter(Drafter):
         states = m.backbone(ids, pos, cls._context(drafters, span), mask, anchor_ctx, guesses)
         states = states[:, s0 : s0 + depth]
         serial = bool(cfg.markov_state)  # the previous token updates each slot's state: one head read a slot
-        lean = n == 1 and first.lean_walk and depth and first.slot_hint is None and not serial
+        lean = n == 1 and first.lean_walk and depth and not serial
         if lean and (params[0].greedy or first.threshold <= 0):  # a sampled stop would draw less
-            return [first._walk_one(states[0], last, params[0], generators[0])]
+            return [first._walk_one(states[0], tokens[0], params[0], generators[0])]
         base = None if serial else m.base_logits(states).float()  # [n, depth, Vd]
         conf = None
         chosen: list[list[torch.Tensor]] = [[] for _ in drafters]
@@ -310,9 +310,12 @@ class DFlashDrafter(Drafter):
             drafts.append(Draft(out, probs))
         return drafts
 
-    def _walk_one(self, states: torch.Tensor, last: torch.Tensor, params: SamplingParams, generator) -> Draft:
-        """One request's walk through its block states [depth, H] in the fewest ops: only the
-        Markov bias and the sampling are serial (each needs the previous slot's pick); the
+    def _walk_one(
+        self, states: torch.Tensor, tokens: torch.Tensor, params: SamplingParams, generator
+    ) -> Draft:
+        """One request's walk through its block states [depth, H] (its context `tokens` ending at
+        the anchor) in the fewest ops: only the Markov bias, a caller's slot hint (the hybrid's
+        lookup) and the sampling are serial (each needs the previous slot's pick); the
         confidences and the length rule's probabilities are read for all slots at once after the
         walk. The tokens, confidences, probabilities and random draws are the general walk's
         (tests/test_dflash_lean_decoding.py); a confidence stop drops the slots after it, as the
@@ -320,14 +323,22 @@ class DFlashDrafter(Drafter):
         m, cfg = self.model, self.cfg
         logits = m.base_logits(states).float()  # [depth, Vd]
         rows, dists = None, []
-        if cfg.markov_rank or not params.greedy:
-            walked, picked, looked = [], [], []
-            prev = m.prev_index(last.reshape(1))
+        if cfg.markov_rank or not params.greedy or self.slot_hint is not None:
+            walked, picked, looked, hinted = [], [], [], []
+            prev = m.prev_index(tokens[-1:])
             for s in range(states.shape[0]):
                 slot = logits[s : s + 1]
                 if cfg.markov_rank:
                     looked.append(m.markov_in(prev))
                     slot = slot + m.markov_bias(prev, looked[-1]).float()
+                if self.slot_hint is not None:
+                    if s:
+                        hinted.append(int(m.d2t[picked[-1]]))
+                    hint = self.slot_hint(tokens, hinted)
+                    # a token outside the draft vocabulary (row Vd) cannot be drafted
+                    if hint is not None and (row := int(m.t2d[hint[0]])) < slot.shape[-1]:
+                        slot = slot.clone()
+                        slot[0, row] += hint[1]
                 if params.greedy:
                     pick = slot.argmax(-1)
                 else:
