@@ -3,6 +3,7 @@ separate q/k/v weights (before session 42) against the lean greedy walk and fuse
 same prompts, alternating per prompt, repeated; prints each arm's median drafting ms a round and
 checks that every arm wrote the same tokens.
 Usage: python docs/results/session42/drafting_ab.py [METHOD] [N_PROMPTS_PER_SUITE] [REPEATS]
+(METHOD: dspark, dflash or hybrid)
 """
 
 import statistics
@@ -22,9 +23,10 @@ prompts = [target.encode(p.text, chat=p.chat) for s in ("gsm", "humaneval") for 
 
 def arm(lean: bool, fused: bool):
     d = build_drafter(method, target)
-    d.lean_walk = lean
+    learned = getattr(d, "learned", d)  # the hybrid drafts its non-lookup rounds with its DSpark
+    learned.lean_walk = lean
     if not fused:
-        for layer in d.model.layers:
+        for layer in learned.model.layers:
             layer.qkv_packed = layer.kv_packed = None
     return d
 
