@@ -270,10 +270,8 @@ class DFlashDrafter(Drafter):
                 if d.slot_hint is not None and live[i] and s < ks[i]:
                     if s:
                         hinted[i].append(int(m.d2t[chosen[i][-1]]))
-                    hint = d.slot_hint(tokens[i], hinted[i])
-                    # a token outside the draft vocabulary (row Vd) cannot be drafted
-                    if hint is not None and (row := int(m.t2d[hint[0]])) < logits.shape[-1]:
-                        logits[i, row] += hint[1]
+                    if (hint := d._hint_row(tokens[i], hinted[i])) is not None:
+                        logits[i, hint[0]] += hint[1]
             if cfg.confidence:
                 conf = m.confidence_logit(slot_states, prev, rows).float().tolist()
             picks = logits.argmax(-1)  # sampled rows overwrite theirs
@@ -282,10 +280,7 @@ class DFlashDrafter(Drafter):
                 if not live[i]:
                     continue
                 if conf is not None:
-                    c = sts_confidence(conf[i], s, d.temperatures, d.biases)
-                    d.confidence_logits.append(conf[i])
-                    d.confidences.append(c)
-                    survive[i] *= c
+                    survive[i] = d._note_confidence(s, conf[i], survive[i])
                     if s > 0 and survive[i] < d.threshold:
                         live[i] = False
                         continue
@@ -303,11 +298,7 @@ class DFlashDrafter(Drafter):
         drafts = []
         for i in range(n):
             out = m.d2t[torch.stack(chosen[i])] if chosen[i] else torch.empty(0, dtype=torch.long, device=dev)
-            probs = None
-            if dists[i]:
-                probs = torch.zeros(len(dists[i]), first.target_vocab, device=dev)
-                probs[:, m.d2t] = torch.stack(dists[i])
-            drafts.append(Draft(out, probs))
+            drafts.append(Draft(out, first._target_probs(dists[i])))
         return drafts
 
     def _walk_one(
@@ -334,11 +325,9 @@ class DFlashDrafter(Drafter):
                 if self.slot_hint is not None:
                     if s:
                         hinted.append(int(m.d2t[picked[-1]]))
-                    hint = self.slot_hint(tokens, hinted)
-                    # a token outside the draft vocabulary (row Vd) cannot be drafted
-                    if hint is not None and (row := int(m.t2d[hint[0]])) < slot.shape[-1]:
+                    if (hint := self._hint_row(tokens, hinted)) is not None:
                         slot = slot.clone()
-                        slot[0, row] += hint[1]
+                        slot[0, hint[0]] += hint[1]
                 if params.greedy:
                     pick = slot.argmax(-1)
                 else:
@@ -361,20 +350,36 @@ class DFlashDrafter(Drafter):
         survive, keep = 1.0, int(picks.shape[0])
         for s in range(keep):
             if conf is not None:
-                c = sts_confidence(conf[s], s, self.temperatures, self.biases)
-                self.confidence_logits.append(conf[s])
-                self.confidences.append(c)
-                survive *= c
+                survive = self._note_confidence(s, conf[s], survive)
                 if s > 0 and survive < self.threshold:
                     keep = s
                     break
             if probs is not None:
                 self.token_probs.append(probs[s])
-        draft_probs = None
-        if dists:
-            draft_probs = torch.zeros(keep, self.target_vocab, device=picks.device)
-            draft_probs[:, m.d2t] = torch.stack(dists[:keep])
-        return Draft(m.d2t[picks[:keep]], draft_probs)
+        return Draft(m.d2t[picks[:keep]], self._target_probs(dists[:keep]))
+
+    def _hint_row(self, tokens: torch.Tensor, drafted: list[int]) -> tuple[int, float] | None:
+        """The caller's slot hint as (draft-vocabulary row, logit bonus), or None: none given, or a
+        token outside the draft vocabulary (row Vd), which cannot be drafted."""
+        hint = self.slot_hint(tokens, drafted)
+        if hint is None or (row := int(self.model.t2d[hint[0]])) >= self.model.d2t.shape[0]:
+            return None
+        return row, hint[1]
+
+    def _note_confidence(self, slot: int, logit: float, survive: float) -> float:
+        """Record a slot's raw and STS-scaled confidence; the prefix survival after it."""
+        c = sts_confidence(logit, slot, self.temperatures, self.biases)
+        self.confidence_logits.append(logit)
+        self.confidences.append(c)
+        return survive * c
+
+    def _target_probs(self, dists: list[torch.Tensor]) -> torch.Tensor | None:
+        """Sampled slots' draft-vocabulary distributions over the target vocabulary (None: greedy)."""
+        if not dists:
+            return None
+        probs = torch.zeros(len(dists), self.target_vocab, device=dists[0].device)
+        probs[:, self.model.d2t] = torch.stack(dists)
+        return probs
 
     @staticmethod
     def _context(drafters, span: int) -> list[tuple[torch.Tensor, torch.Tensor]]:

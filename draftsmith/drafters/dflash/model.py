@@ -90,15 +90,18 @@ class DraftLayer(nn.Module):
     def _split_kv(self, kv: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Fused [k; v] outputs [b, n, 2 * kv_heads * d] -> normed key heads and value heads."""
         k, v = kv.chunk(2, dim=-1)
-        k = self._heads(k, self.cfg.num_kv_heads)
-        return (self.k_norm(k) if self.cfg.qk_norm else k), self._heads(v, self.cfg.num_kv_heads)
+        return self._key_heads(k), self._heads(v, self.cfg.num_kv_heads)
 
     def _heads(self, x: torch.Tensor, n_heads: int) -> torch.Tensor:
         b, n, _ = x.shape
         return x.view(b, n, n_heads, self.cfg.head_dim).transpose(1, 2)
 
     def _keys(self, x: torch.Tensor) -> torch.Tensor:
-        k = self._heads(self.k(x), self.cfg.num_kv_heads)
+        return self._key_heads(self.k(x))
+
+    def _key_heads(self, k: torch.Tensor) -> torch.Tensor:
+        """Projected keys [b, n, kv_heads * d] -> key heads, normed where the config says."""
+        k = self._heads(k, self.cfg.num_kv_heads)
         return self.k_norm(k) if self.cfg.qk_norm else k
 
     def project_context(self, ctx: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
