@@ -41,13 +41,14 @@ class TextStream:
 
 
 def load_target(
-    source: str | None = None, dtype: str = "auto", device: str = "auto", fixed_rows: int | None = None
+    source: str | None = None, dtype: str = "auto", device: str = "auto", fixed_rows: int | str | None = None
 ) -> Target:
     """The default target (SmolLM2-135M-Instruct) or any HF causal LM: dir, hub id or .gguf file.
 
     fixed_rows: None picks batch-invariant step shapes where the dtype needs them (bf16/fp16 on
     CPU, Llama-family models), 0 turns them off, 2..16 runs every step of up to N tokens as one
-    N-row shape (drafts then hold at most N - 1 tokens).
+    N-row shape (drafts then hold at most N - 1 tokens), "mixed" runs short steps as the auto shape
+    and longer ones as their own where every shape gives the same bits (drafts of up to 15 tokens).
     """
     return Target.load(source, dtype=dtype, device=device, fixed_rows=fixed_rows)
 

@@ -48,19 +48,19 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
         type=_fixed_rows,
         default=None,
         help="run every decode step as N rows so bf16 speculation reproduces plain decoding bit for bit "
-        "(drafts hold at most N-1 tokens); auto (default: on for bf16/fp16 on CPU), 0 = off",
+        "(drafts hold at most N-1 tokens); auto (default: on for bf16/fp16 on CPU), 0 = off; mixed: the "
+        "auto shape for short steps and each longer step its own shape, where a probe finds every shape "
+        "of 2..16 rows gives the same bits (drafts of up to 15 tokens; else the auto shape)",
     )
 
 
-def _fixed_rows(value: str) -> int | None:
-    if value == "auto":
-        return None
-    from draftsmith.engine.lean_llama import check_fixed_rows
+def _fixed_rows(value: str) -> int | str | None:
+    from draftsmith.engine.lean_llama import parse_fixed_rows
 
     try:
-        return check_fixed_rows(int(value))
-    except (ValueError, DraftsmithError) as e:
-        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}") from e
+        return parse_fixed_rows(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def _batched_dtype(args: argparse.Namespace) -> None:
@@ -590,7 +590,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("ms per matmul, median of 30: x @ W[in,out] / F.linear(x, W[out,in])")
         print(markdown(matmul_table(model.config)))
         return 0
-    from draftsmith.engine.lean_llama import LeanLlamaRunner, auto_fixed_rows
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
 
     if args.batch:  # the table `serve --max-batch N` reads, in the dtype it serves in
         _batched_dtype(args)
@@ -616,9 +616,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         rows, row_major = plan.get(n, (n, False))
         layout = "[out,in]" if row_major else "[in,out]"
         print(f"| {n} | {1000 * t:.1f} | {t / cost[1]:.2f} | {rows}, {layout} |")
-    fixed = auto_fixed_rows(target.runner) if args.fixed_rows is None else args.fixed_rows
-    if fixed:
-        how = "auto for this dtype" if args.fixed_rows is None else "--fixed-rows"
+    target.set_fixed_rows(args.fixed_rows)  # "mixed" probes (once per plan) whether the shapes keep the bits
+    runner = target.runner
+    fixed = runner.fixed_rows
+    how = "auto for this dtype" if args.fixed_rows is None else f"--fixed-rows {args.fixed_rows}"
+    if fixed and runner.mixed_shapes:
+        print(
+            f"fixed-shape steps ({how}): mixed; every shape of 2..{fixed} rows gives the same bits here, so "
+            f"steps of up to {runner.mixed_least} tokens run as {runner.mixed_least} rows and longer ones in "
+            f"their own calibrated shape; drafts of up to {fixed - 1} tokens, where the step table says "
+            "they pay"
+        )
+    elif fixed:
         print(f"fixed-shape steps ({how}): {fixed} rows, drafts of up to {fixed - 1} tokens")
     return 0
 

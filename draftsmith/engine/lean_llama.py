@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -109,6 +110,20 @@ def round_up(n: int, block: int) -> int:
     return -(-n // block) * block
 
 
+MIXED_ROWS = "mixed"
+"""`fixed_rows` value asking for mixed exact step shapes (`LeanLlamaRunner.set_mixed_rows`)."""
+
+
+def parse_fixed_rows(value: str) -> int | str | None:
+    """A `--fixed-rows` value: "auto" (None), "mixed", or 0 / 2..PAD_SLACK rows."""
+    if value in ("auto", MIXED_ROWS):
+        return None if value == "auto" else MIXED_ROWS
+    try:
+        return check_fixed_rows(int(value))
+    except (ValueError, DraftsmithError) as e:
+        raise ValueError(f"expected auto, mixed, 0 (off) or 2..{PAD_SLACK}, got {value!r}") from e
+
+
 def check_fixed_rows(rows: object) -> int:
     """The one rule for fixed-shape step sizes: 0 (off) or 2..PAD_SLACK rows (the padded rows must
     fit the cache slack)."""
@@ -171,6 +186,9 @@ class LeanLlamaRunner(ModelRunner):
         self.dual = self.lm_head.w is not None and not self.packed
         self.plan: dict[int, tuple[int, bool]] = {}
         self.measured_cost: dict[int, float] = {}  # calibrated seconds per free n-token step
+        self.mixed_shapes = False  # fixed-path steps take the cheapest exact shape per size (set_mixed_rows)
+        self.mixed_least = 2  # with mixed shapes, steps of fewer tokens run as this many
+        self._mixed_exact: dict[int, bool] = {}  # probe results per max rows (saved with the calibration)
         self.k_cache: torch.Tensor | None = None
         self.v_cache: torch.Tensor | None = None
 
@@ -201,21 +219,89 @@ class LeanLlamaRunner(ModelRunner):
         with native bf16), this buys exactness for ~10% of plain speed. 0 turns it off.
         """
         self.fixed_rows = check_fixed_rows(rows)
+        self.mixed_shapes = False
         self.capacity = 0  # reallocate: the cache must hold the rounded window
         self._derive_step_cost()
 
-    def _fixed_shape(self) -> tuple[int, bool]:
-        """(rows, layout) every fixed step runs as: the calibrated plan for fixed_rows tokens."""
-        n = self.fixed_rows
-        return self.plan.get(n, (n, self.row_major(n)))
+    def set_mixed_rows(self, rows: int, least: int = 2) -> bool:
+        """Fixed-path steps of up to `rows` tokens, each run as the cheapest calibrated shape of at least
+        `least` rows, where this machine's kernels give every shape the same per-row bits.
+
+        `set_fixed_rows` buys exactness with one shape for every step, so a long draft costs no more
+        to verify than a short one but no draft can be longer than rows - 1, and plain decoding pays
+        the shape too. On CPUs whose bf16 kernels compute each row of a step of 2..16 rows alike (the
+        2-core Xeon with AMX, session 43: every shape bitwise equal, at contexts across key-block
+        edges), steps can take their own calibrated shape instead: the step-cost table is real
+        again, so the draft-length policy verifies 6 drafts where they pay and 1 where they do not.
+        One-token steps never take the one-row path (no mask, an unrounded window: other bits); with
+        `least` = the single shape (the default picks 4), plain decoding and drafts that fit it run
+        exactly as before and only longer drafts take new shapes.
+        Probed here (`mixed_shapes_exact`); where the probe fails, nothing changes and False comes back.
+        """
+        rows, least = check_fixed_rows(rows), check_fixed_rows(least)
+        if not rows or not least or not self.measured_cost or not self.mixed_shapes_exact(rows):
+            return False
+        self.fixed_rows, self.mixed_shapes, self.mixed_least = rows, True, min(least, rows)
+        self.capacity = 0
+        self._derive_step_cost()
+        return True
+
+    def _fixed_shape(self, n: int) -> tuple[int, bool]:
+        """(rows, layout) a fixed-path step of n tokens runs as: the calibrated plan for fixed_rows
+        tokens, or with mixed shapes the plan for max(n, mixed_least) tokens."""
+        m = max(n, self.mixed_least) if self.mixed_shapes else self.fixed_rows
+        return self.plan.get(m, (m, self.row_major(m)))
 
     def _derive_step_cost(self) -> None:
-        """The cost table the draft-length policy reads: measured, or flat under fixed shapes."""
+        """The cost table the draft-length policy reads: measured, flat under one fixed shape, or the
+        measured cost of each size's shape under mixed shapes."""
         cost = self.measured_cost
         if self.fixed_rows and cost:
-            flat = cost.get(self.fixed_rows, max(cost.values()))
-            cost = {n: flat for n in range(1, self.fixed_rows + 1)}
+            if self.mixed_shapes:
+                cost = {n: cost[max(n, self.mixed_least)] for n in range(1, self.fixed_rows + 1)}
+            else:
+                flat = cost.get(self.fixed_rows, max(cost.values()))
+                cost = {n: flat for n in range(1, self.fixed_rows + 1)}
         self.step_cost = dict(cost)
+
+    def mixed_shapes_exact(self, rows: int) -> bool:
+        """Whether mixed shapes of up to `rows` rows keep every row's bits here (`_probe_mixed`); probed
+        once per calibrated plan and kept with it on disk."""
+        if rows not in self._mixed_exact:
+            self._mixed_exact[rows] = self._probe_mixed(rows)
+            self._save_mixed_exact()
+        return self._mixed_exact[rows]
+
+    @torch.inference_mode()
+    def _probe_mixed(self, rows: int, contexts: tuple[int, ...] = (37, KV_BLOCK - 3)) -> bool:
+        """Every step size 1..rows run as its mixed shape against the same tokens run as the single
+        `rows` shape: bitwise equal logits and final states? (Random tokens after a prefill of each
+        context length; the second puts the padded rows of long steps across a key-block edge.)"""
+        saved = self.fixed_rows, self.mixed_shapes, self.mixed_least
+        g = torch.Generator().manual_seed(0)
+        try:  # every shape from 2 rows: a verdict that holds for any `least`
+            self.fixed_rows, self.mixed_least = rows, 2
+            self.capacity = 0
+            self.reset(max(contexts) + 2 * PAD_SLACK)
+            for ctx in contexts:
+                prompt = torch.randint(self.vocab_size, (ctx,), generator=g, device=self.device)
+                step = torch.randint(self.vocab_size, (rows,), generator=g, device=self.device)
+                self.length = 0
+                self.forward(prompt, n_logits=0)
+                for n in range(1, rows + 1):
+                    outs = []
+                    for mixed in (False, True):
+                        self.mixed_shapes = mixed
+                        out = self.forward(step[:n], n_logits=n, hidden=(FINAL,))
+                        self.rollback(ctx)
+                        outs.append((out.logits, out.hidden[FINAL]))
+                    (a, fa), (b, fb) = outs
+                    if not (torch.equal(a, b) and torch.equal(fa, fb)):
+                        return False
+            return True
+        finally:  # the probe's cache is sized for it: the next reset allocates afresh
+            self.fixed_rows, self.mixed_shapes, self.mixed_least = saved
+            self.capacity = self.length = 0
 
     def row_major(self, rows: int) -> bool:
         """Weight layout for a step of `rows` rows: the calibrated choice, else [out, in] for long
@@ -320,7 +406,7 @@ class LeanLlamaRunner(ModelRunner):
         n_real = ids.shape[1]
         fixed = 0 < n_real <= self.fixed_rows
         if fixed:
-            rows, row_major = self._fixed_shape()
+            rows, row_major = self._fixed_shape(n_real)
         else:
             rows, row_major = self.plan.get(n_real, (n_real, self.row_major(n_real)))
         if rows > n_real:
@@ -371,6 +457,7 @@ class LeanLlamaRunner(ModelRunner):
                 cost[n], plan[n] = best
             old_plan = plan
             self.measured_cost = cost
+            self._mixed_exact = {}  # probed on the old plan
         finally:  # an interrupted calibration must not leave fixed shapes off (bf16 would drift)
             self.plan, self.length = old_plan, 0
             self.fixed_rows = fixed
@@ -378,8 +465,8 @@ class LeanLlamaRunner(ModelRunner):
             self._derive_step_cost()
         return cost
 
-    def calibrate_cached(self, force: bool = False) -> dict[int, float]:
-        """`calibrate` once per model shape, machine and library version; reuse the table after."""
+    def _calibration_file(self) -> tuple[dict, Path]:
+        """(key, path) of this model shape's calibration on this machine and library version."""
         key = {
             "version": CALIBRATION_VERSION,
             "config": {k: v for k, v in self.config.to_dict().items() if "name" not in k},
@@ -392,29 +479,52 @@ class LeanLlamaRunner(ModelRunner):
             "cpu": cpu_name(),
         }
         digest = hashlib.sha1(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:16]
-        path = data_dir() / "calibration" / f"{digest}.json"
+        return key, data_dir() / "calibration" / f"{digest}.json"
+
+    def calibrate_cached(self, force: bool = False) -> dict[int, float]:
+        """`calibrate` once per model shape, machine and library version; reuse the table after."""
+        key, path = self._calibration_file()
         try:
             if force:
                 raise OSError("recalibrate")
             saved = json.loads(path.read_text())
             self.plan = {int(n): (int(r), bool(m)) for n, (r, m) in saved["plan"].items()}
             self.measured_cost = {int(n): float(t) for n, t in saved["cost"].items()}
+            self._mixed_exact = {int(r): bool(v) for r, v in saved.get("mixed_exact", {}).items()}
             self._derive_step_cost()
             return self.measured_cost
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass
         with OtherLoad() as load:
             cost = self.calibrate()
         if not cacheable(load, "the step costs", "draftsmith calibrate --force"):
             return cost
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps({"key": key, "plan": self.plan, "cost": cost}, default=str))
-            tmp.replace(path)
-        except OSError:
-            pass
+        _write_json(path, {"key": key, "plan": self.plan, "cost": cost})
         return cost
+
+    def _save_mixed_exact(self) -> None:
+        """Keep the shape probe's verdicts next to the plan they were probed on (a recalibration
+        rewrites the file without them, so a new plan is probed again)."""
+        _, path = self._calibration_file()
+        try:
+            saved = json.loads(path.read_text())
+            same_plan = {int(n): (int(r), bool(m)) for n, (r, m) in saved["plan"].items()} == self.plan
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return
+        if same_plan:
+            saved["mixed_exact"] = {str(r): v for r, v in self._mixed_exact.items()}
+            _write_json(path, saved)
+
+
+def _write_json(path: Path, data: dict) -> None:
+    """Write atomically; a cache that cannot be written is only a cache."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, default=str))
+        tmp.replace(path)
+    except OSError:
+        pass
 
 
 AUTO_FIXED_ROWS = 4

@@ -51,6 +51,7 @@ class ModelRunner(ABC):
         self.capacity = 0
         self.step_cost: dict[int, float] = {}  # seconds per n-token step, when measured
         self.fixed_rows = 0  # > 0: steps of up to this many tokens run as one fixed shape (lean runner)
+        self.mixed_shapes = False  # with fixed_rows: each step size takes its own exact shape (lean runner)
 
     @property
     def device(self) -> torch.device:
@@ -112,6 +113,10 @@ class ModelRunner(ABC):
                 f"fixed-shape steps need the lean runner (Llama-family models); "
                 f"{self.config.model_type!r} runs on the Hugging Face forward"
             )
+
+    def set_mixed_rows(self, rows: int, least: int = 2) -> bool:
+        """Mixed exact step shapes; only the lean runner can probe and run them."""
+        return False
 
     def calibrate_cached(self, force: bool = False) -> dict[int, float]:
         """Measured seconds per n-token step, when the backend can tune itself (else empty)."""

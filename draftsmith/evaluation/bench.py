@@ -97,6 +97,7 @@ def machine_info(target: Target) -> dict:
         "dtype": str(next(target.model.parameters()).dtype).removeprefix("torch."),
         "backend": type(target.runner).__name__,
         "fixed_rows": target.runner.fixed_rows,
+        "mixed_shapes": target.runner.mixed_shapes,
     }
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 
 import torch
 
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule
-from draftsmith.engine.lean_llama import auto_fixed_rows, check_fixed_rows
+from draftsmith.engine.lean_llama import MIXED_ROWS, PAD_SLACK, auto_fixed_rows, check_fixed_rows
 from draftsmith.engine.runner import ModelRunner
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
@@ -25,7 +26,7 @@ class Target:
         name: str = "custom",
         backend: str = "auto",
         calibrate: bool = False,
-        fixed_rows: int | None = None,
+        fixed_rows: int | str | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -35,9 +36,24 @@ class Target:
             self.runner.calibrate_cached()
         self.set_fixed_rows(fixed_rows)
 
-    def set_fixed_rows(self, rows: int | None) -> None:
-        """Fixed-shape (batch-invariant) steps; None picks them for this dtype and machine."""
-        self.runner.set_fixed_rows(auto_fixed_rows(self.runner) if rows is None else check_fixed_rows(rows))
+    def set_fixed_rows(self, rows: int | str | None) -> None:
+        """Fixed-shape (batch-invariant) steps: None picks them for this dtype and machine; "mixed"
+        runs short steps as that shape and each longer one as its own, where the kernels give every
+        shape of 2..PAD_SLACK rows the same bits (probed once, kept with the calibration; else the
+        auto shape alone, with a warning)."""
+        if rows is None or rows == MIXED_ROWS:
+            auto = auto_fixed_rows(self.runner)  # 0 where free shapes are exact already: nothing to mix
+            if rows == MIXED_ROWS and auto:
+                if self.runner.set_mixed_rows(PAD_SLACK, least=auto):
+                    return
+                logging.getLogger("draftsmith").warning(
+                    "mixed step shapes: this machine's kernels round some shape differently (or no step "
+                    "table is calibrated); running every step as %d rows",
+                    auto,
+                )
+            self.runner.set_fixed_rows(auto)
+            return
+        self.runner.set_fixed_rows(check_fixed_rows(rows))
 
     @classmethod
     def load(
@@ -47,7 +63,7 @@ class Target:
         device: str = "auto",
         backend: str = "auto",
         calibrate: bool = True,
-        fixed_rows: int | None = None,
+        fixed_rows: int | str | None = None,
     ) -> Target:
         # only the lean runner has the fixed-shape steps that keep bf16 exact on CPU
         lean = backend != "hf"

@@ -9,16 +9,13 @@ from pathlib import Path
 from draftsmith.errors import DraftsmithError
 
 
-def _fixed_rows(value: str) -> int | None:
-    if value == "auto":
-        return None
+def _fixed_rows(value: str) -> int | str | None:
+    from draftsmith.engine.lean_llama import parse_fixed_rows
+
     try:
-        rows = int(value)
+        return parse_fixed_rows(value)
     except ValueError as e:
-        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}") from e
-    if rows != 0 and not 2 <= rows <= 16:
-        raise argparse.ArgumentTypeError(f"expected auto, 0 (off) or 2..16, got {value!r}")
-    return rows
+        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -51,7 +48,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "(with --bench: predicted against measured tok/s)",
     )
     g.add_argument("--dtype", default=None, help="--measure: dtype to load (default: the bench's, else auto)")
-    g.add_argument("--fixed-rows", type=_fixed_rows, default=None, help="--measure: auto (default), 0, 2..16")
+    g.add_argument(
+        "--fixed-rows", type=_fixed_rows, default=None, help="--measure: auto (default), mixed, 0, 2..16"
+    )
     g = p.add_argument_group("model and workload")
     g.add_argument(
         "--model",

@@ -29,6 +29,7 @@ class Machine:
     dtype: str
     steps: MeasuredSteps
     step_now_s: float  # a bare 1-token step timed now (the table's is steps.table)
+    shapes: str = ""  # how the engine shapes its steps, in words
 
     @property
     def busy(self) -> float:
@@ -38,7 +39,8 @@ class Machine:
     def notes(self) -> list[str]:
         table = step_seconds(self.steps.table, 1, self.steps.fixed_rows)
         line = (
-            f"measured: {self.target_name} in {self.dtype}, fixed step shape {self.steps.fixed_rows} rows; "
+            f"measured: {self.target_name} in {self.dtype}, "
+            f"{self.shapes or f'fixed step shape {self.steps.fixed_rows} rows'}; "
             f"a bare 1-token step takes {1000 * self.step_now_s:.1f} ms now, {1000 * table:.1f} ms in the "
             f"calibrated table; engine work per round {1000 * self.steps.overhead_s:.1f} ms"
         )
@@ -51,7 +53,7 @@ class Machine:
 
 
 def measure(
-    source: str | None, dtype: str = "auto", fixed_rows: int | None = None, probe_tokens: int = 32
+    source: str | None, dtype: str = "auto", fixed_rows: int | str | None = None, probe_tokens: int = 32
 ) -> Machine:
     """Load the target once, read (or run) its calibration, time a short plain decode and a bare step."""
     from draftsmith.models.target import Target
@@ -64,14 +66,18 @@ def measure(
             "lean runner drives (Llama / Qwen3 families)"
         )
     target.set_fixed_rows(fixed_rows)  # None: what the engine would pick for this dtype and machine
-    rows = int(target.runner.fixed_rows)
+    runner = target.runner
+    rows, shapes = int(runner.fixed_rows), ""
+    if runner.mixed_shapes:  # each step size runs as its own shape: the table is the engine's own
+        table, rows = dict(runner.step_cost), 0
+        shapes = f"mixed exact step shapes (up to {runner.mixed_least} tokens as {runner.mixed_least} rows)"
     per_round = decode_round_seconds(target, probe_tokens)
     now = bare_step_seconds(target.runner)
     dt = str(target.model.dtype).replace("torch.", "")
     spec = from_config(target.model.config.to_dict(), name=target.name, source=f"loaded {target.name}")
     spec = spec.with_bits(32.0 if dt == "float32" else 16.0)
     steps = MeasuredSteps(spec, dict(table), rows, max(0.0, per_round - now))
-    return Machine(target.name, dt, steps, now)
+    return Machine(target.name, dt, steps, now, shapes)
 
 
 def decode_round_seconds(target, probe_tokens: int = 32, runs: int = 2) -> float:
