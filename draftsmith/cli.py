@@ -15,6 +15,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from draftsmith.engine.step_shapes import fixed_rows_arg
 from draftsmith.errors import DraftsmithError
 
 
@@ -45,22 +46,13 @@ def _add_target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     g.add_argument(
         "--fixed-rows",
-        type=_fixed_rows,
+        type=fixed_rows_arg,
         default=None,
         help="run every decode step as N rows so bf16 speculation reproduces plain decoding bit for bit "
         "(drafts hold at most N-1 tokens); auto (default: on for bf16/fp16 on CPU), 0 = off; mixed: the "
         "auto shape for short steps and each longer step its own shape, where a probe finds every shape "
         "of 2..16 rows gives the same bits (drafts of up to 15 tokens; else the auto shape)",
     )
-
-
-def _fixed_rows(value: str) -> int | str | None:
-    from draftsmith.engine.lean_llama import parse_fixed_rows
-
-    try:
-        return parse_fixed_rows(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def _batched_dtype(args: argparse.Namespace) -> None:

@@ -108,7 +108,7 @@ def test_the_probe_verdict_is_kept_with_the_calibration_and_a_new_plan_probes_ag
 
 
 def test_fixed_rows_option_takes_mixed_and_names_the_choices():
-    from draftsmith.engine.lean_llama import MIXED_ROWS, parse_fixed_rows
+    from draftsmith.engine.step_shapes import MIXED_ROWS, parse_fixed_rows
 
     assert parse_fixed_rows("auto") is None and parse_fixed_rows("mixed") == MIXED_ROWS
     assert parse_fixed_rows("0") == 0 and parse_fixed_rows("6") == 6

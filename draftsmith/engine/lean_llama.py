@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from draftsmith.engine.cpu_load import OtherLoad, cacheable, cpu_name
 from draftsmith.engine.packing import pack_weight, packed_linear, packing_enabled
 from draftsmith.engine.runner import FINAL, HiddenKey, ModelRunner, RunnerOutput, now
-from draftsmith.errors import DraftsmithError
+from draftsmith.engine.step_shapes import PAD_SLACK, check_fixed_rows
 from draftsmith.paths import data_dir
 
 SUPPORTED = {"llama", "mistral", "qwen2", "qwen3"}
@@ -97,9 +97,6 @@ CALIBRATION_VERSION = 2
 """In the calibration cache key: plans from an older measurement are measured again (before 2, each
 shape was timed in one burst, and the lm_head followed the layers' layout)."""
 
-PAD_SLACK = 16
-"""Extra cache rows so a step may be padded up to a faster matmul shape."""
-
 KV_BLOCK = 512
 """Key-window granularity of fixed-shape steps. CPU SDPA walks keys in blocks of this size, so a
 window rounded up to it gives every query the same blocks whatever its row in the step (a
@@ -108,28 +105,6 @@ masked-out trailing block adds exact zeros); an unrounded window changes the tai
 
 def round_up(n: int, block: int) -> int:
     return -(-n // block) * block
-
-
-MIXED_ROWS = "mixed"
-"""`fixed_rows` value asking for mixed exact step shapes (`LeanLlamaRunner.set_mixed_rows`)."""
-
-
-def parse_fixed_rows(value: str) -> int | str | None:
-    """A `--fixed-rows` value: "auto" (None), "mixed", or 0 / 2..PAD_SLACK rows."""
-    if value in ("auto", MIXED_ROWS):
-        return None if value == "auto" else MIXED_ROWS
-    try:
-        return check_fixed_rows(int(value))
-    except (ValueError, DraftsmithError) as e:
-        raise ValueError(f"expected auto, mixed, 0 (off) or 2..{PAD_SLACK}, got {value!r}") from e
-
-
-def check_fixed_rows(rows: object) -> int:
-    """The one rule for fixed-shape step sizes: 0 (off) or 2..PAD_SLACK rows (the padded rows must
-    fit the cache slack)."""
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0 or rows == 1 or rows > PAD_SLACK:
-        raise DraftsmithError(f"fixed rows must be 0 (off) or an integer 2..{PAD_SLACK}, got {rows!r}")
-    return rows
 
 
 class LeanLlamaRunner(ModelRunner):

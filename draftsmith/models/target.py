@@ -10,8 +10,9 @@ import torch
 
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule
-from draftsmith.engine.lean_llama import MIXED_ROWS, PAD_SLACK, auto_fixed_rows, check_fixed_rows
+from draftsmith.engine.lean_llama import auto_fixed_rows
 from draftsmith.engine.runner import ModelRunner
+from draftsmith.engine.step_shapes import MIXED_ROWS, PAD_SLACK, check_fixed_rows
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
 

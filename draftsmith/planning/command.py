@@ -6,16 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
+from draftsmith.engine.step_shapes import fixed_rows_arg
 from draftsmith.errors import DraftsmithError
-
-
-def _fixed_rows(value: str) -> int | str | None:
-    from draftsmith.engine.lean_llama import parse_fixed_rows
-
-    try:
-        return parse_fixed_rows(value)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--dtype", default=None, help="--measure: dtype to load (default: the bench's, else auto)")
     g.add_argument(
-        "--fixed-rows", type=_fixed_rows, default=None, help="--measure: auto (default), mixed, 0, 2..16"
+        "--fixed-rows", type=fixed_rows_arg, default=None, help="--measure: auto (default), mixed, 0, 2..16"
     )
     g = p.add_argument_group("model and workload")
     g.add_argument(
