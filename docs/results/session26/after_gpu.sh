@@ -33,6 +33,14 @@ PY
 arms=(shipped=dspark shipped-dflash=dflash)
 for d in "$G"/*/; do n=$(basename "$d"); m=dspark; [[ $n == dflash* ]] && m=dflash; arms+=("gpu-$n=$m:$d"); done
 D=$DEV SCORES="$OUT/dev-scores.txt" DTYPE=${DTYPE:-float32} docs/results/session24/bench_dev.sh "${arms[@]}"
-METHODS=plain,ngram,dspark,dspark:gpu,dflash:gpu,hybrid:gpu \
-  BENCH_ARGS="--drafter dspark:gpu=$G/dspark --drafter dflash:gpu=$G/dflash --drafter hybrid:gpu=$G/dspark" \
+# walk tau (session 39: the held-out metric that predicts the bench), shipped pair and GPU drafters
+[ -f /tmp/dev/cache/manifest.json ] || { gzip -dc docs/results/session24/dev/answers.jsonl.gz > /tmp/dev/all-answers.jsonl
+  .venv/bin/draftsmith data cache --answers /tmp/dev/all-answers.jsonl --out /tmp/dev/cache --max-len 1024 \
+    --dtype float32 --fixed-rows 0 > "$OUT/devcache.log" 2>&1; }
+.venv/bin/python docs/results/session39/walk_dev.py /tmp/dev/cache /tmp/dev/all-answers.jsonl \
+  draftsmith/drafters/pretrained/smollm2-dspark draftsmith/drafters/pretrained/smollm2-dflash "$G"/*/ \
+  > "$OUT/walk.txt" 2>&1
+# session 44's default arms continue both shipped drafters (dspark-ft, dflash-ft): the equal-budget pair
+METHODS=plain,ngram,dspark,dflash,dspark:gpu,dflash:gpu \
+  BENCH_ARGS="--drafter dspark:gpu=$G/${FT_DSPARK:-dspark-ft} --drafter dflash:gpu=$G/${FT_DFLASH:-dflash-ft}" \
   docs/results/bench-session8/run.sh "$OUT"

@@ -275,6 +275,8 @@ def train(args) -> None:
         cfg_d["markov_state"] = args.markov_state
     if args.layers:  # session 28: does a deeper drafter learn the copies DSpark misses?
         cfg_d["num_layers"] = args.layers
+    if args.lookup:  # session 33's prompt-lookup guesses per slot (the shipped pair reads 6)
+        cfg_d["lookup_input"] = args.lookup
     if args.smoke:
         cfg_d["target_layers"] = [0, 1]
     cfg = DFlashConfig(**cfg_d)
@@ -336,10 +338,13 @@ def train(args) -> None:
         for i, (_, m) in enumerate(seqs):
             mask[i, : len(m)] = torch.from_numpy(m)
         anchors = [sample_anchors(mask[i], args.anchors, g) for i in range(len(seqs))]
-        blocks = build_blocks(ids, mask.to(dev), anchors, cfg.block_size, cfg.mask_token_id, greedy)
+        # session 44: the drafter's own prompt-lookup guesses (session 33; the shipped pair reads 6)
+        blocks = build_blocks(ids, mask.to(dev), anchors, cfg.block_size, cfg.mask_token_id, greedy,
+                              cfg.lookup_input)
         with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=dev.type == "cuda"):
             loss, met = block_loss(model, blocks, feats, final, target_lse=lse, label="token",
-                                   ce_weight=args.ce_weight)
+                                   ce_weight=args.ce_weight, loss_slots=args.loss_slots,
+                                   survival=args.survival)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         gn = float(torch.nn.utils.clip_grad_norm_(params, 1.0))
@@ -391,6 +396,9 @@ def main() -> None:
     ap.add_argument("--save-every", type=float, default=90)
     ap.add_argument("--eval-limit", type=int, default=0, help="held-out sequences per set (0: all)")
     ap.add_argument("--eval-quick", type=int, default=32, help="sequences a set, intermediate evaluations")
+    ap.add_argument("--survival", action="store_true", help="survival-weighted slots (session 40)")
+    ap.add_argument("--lookup", type=int, default=0, help="from scratch: lookup guesses per slot (0: none)")
+    ap.add_argument("--loss-slots", type=int, default=0, help="train only the first N slots (0: all)")
     ap.add_argument("--init", default="", help="a trained drafter directory to continue (its config wins)")
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
@@ -404,6 +412,8 @@ def main() -> None:
         regen(args)
         args.batch, args.anchors = 2, 16
         arms = (("dspark", 0, 0), ("dflash", 0, 0), ("dspark", 64, 0), ("dspark", 0, 2))
+        args.survival = True  # the shipped recipe's loss and inputs (sessions 33 and 40)
+        args.lookup = 6
         for method, state, layers in arms:
             args.method, args.markov_state, args.layers = method, state, layers
             name = f"smoke-{method}" + (f"-state{state}" if state else "")

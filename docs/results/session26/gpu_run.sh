@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Issue 8: the whole GPU run (device machine, repository root as working directory).
 # Usage: OUT=DIR [ARMS=...] [BATCH=16] bash gpu_run.sh TRAIN_SECONDS REGEN_SECONDS
-# Needs .dev2/ (carried by this call) and .dev1/, which the first call copied to /tmp/keep1: a warm
-# machine keeps /tmp but not the paths an earlier call carried (session 29). The regeneration and
+# Needs .dev2/ (carried by this call), .dev1/ and .dev3/, which the first two calls copied to /tmp/keep1
+# and /tmp/keep3: a warm machine keeps /tmp but not the paths an earlier call carried (session 29). The regeneration and
 # the trainers (ARMS: NAME:METHOD[:EXTRA_ARGS], EXTRA_ARGS with '+' for spaces) share the GPU; the
 # trainers take the new answers as they come. What comes back is packed to the device tool's limits
 # (8 files of 16 MiB): job.log and answers.npz in results.tgz, files over 15 MB in pieces.
@@ -13,12 +13,17 @@ PY=${PY:-python3}
 LOG=$OUT/job.log
 # session 29's GPU run: DSpark (1 and 2 layers) and DFlash at one recipe; a 2e-3 rate diverged and the
 # serial state update (--markov-state 512) trailed the plain DSpark, so neither is run again. From
-# scratch, 450 s stayed far below the shipped DSpark (dev tau 1.61 against 1.87): the fourth arm
-# continues the shipped one (prepare.sh puts it in .dev2) on all the data at a lower rate
-ARMS=${ARMS:-"dspark:dspark dflash:dflash dspark-l2:dspark:--layers+2 dspark-ft:dspark:--init+.dev2/shipped-dspark+--lr+3e-4"}
+# scratch, 450 s stayed far below the shipped DSpark (dev tau 1.61 against 1.87). Since session 44 the
+# default continues BOTH shipped drafters (prepare.sh puts them in .dev3) with the shipped recipe's
+# last step (survival-weighted slots, lr 3e-4; their configs read 6 lookup guesses a slot): issue 8's
+# equal-budget pair at GPU scale; the third arm is a 2-layer DSpark from scratch on the same recipe
+INIT="--lr+3e-4+--survival+--init+.dev3/shipped"
+ARMS=${ARMS:-"dspark-ft:dspark:$INIT-dspark dflash-ft:dflash:$INIT-dflash dspark-l2:dspark:--layers+2+--lookup+6+--survival"}
 BATCH=${BATCH:-16}
 [ -d .dev1 ] || cp -r /tmp/keep1 .dev1 2>/dev/null
+[ -d .dev3 ] || cp -r /tmp/keep3 .dev3 2>/dev/null
 [ -f .dev1/target-a.pt ] && [ -f .dev2/target-b.pt ] || { echo "missing .dev1/.dev2 (machine not warm?)"; exit 4; }
+[ -n "${SMOKE:-}" ] || [[ $ARMS != *.dev3* ]] || [ -f .dev3/shipped-dflash/config.json ] || { echo "missing .dev3"; exit 4; }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$LOG" 2>&1
 # CUDA MPS lets the processes' kernels run side by side instead of taking turns (session 29 ran
 # without it: each of six processes made ~1.1 steps/s). Not yet seen on these machines: a
