@@ -450,6 +450,26 @@ def test_slot_guesses_are_the_lookup_continuation_with_its_match_length():
     assert ids.tolist() == [0, 0, 0, 0] and lens.tolist() == [0, 0, 0, 0]
 
 
+def test_batch_guesses_lay_out_each_anchor_block_as_build_blocks_does():
+    """The numpy layout a GPU job computes in a worker equals build_blocks' own guesses: block j of
+    row i holds slot_guesses of the context through anchor j; padding anchors stay zero."""
+    import numpy as np
+
+    from draftsmith.drafters.dflash.lookup import batch_guesses, slot_guesses
+
+    ids = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 9, 5, 6, 7, 8], [1, 2, 3, 1, 2, 3, 1, 2, 0, 0, 0, 0]])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    anchors = [torch.tensor([4, 5, 8]), torch.tensor([5])]
+    g_ids, g_lens = batch_guesses([r.numpy() for r in ids], [a.numpy() for a in anchors], 4, 3)
+    assert g_ids.shape == (2, 12)
+    assert g_ids[0, 4:8].tolist() == slot_guesses(ids[0, :6].numpy(), 4, 3)[0].tolist()
+    assert g_ids[1, 4:].tolist() == [0] * 8 and g_lens[1, 4:].tolist() == [0] * 8  # padding anchors
+    # "1 2 3" repeats: a 3-token match whose continuation stops at the anchor (3 guesses, not 4)
+    assert g_ids[1, :4].tolist() == [1, 2, 3, 0] and g_lens[1, :4].tolist() == [3, 3, 3, 0]
+    batch = build_blocks(ids, mask, anchors, 4, MASK_ID, lookup_input=3)
+    assert np.array_equal(batch.guess_ids.numpy(), g_ids) and np.array_equal(batch.guess_lens.numpy(), g_lens)
+
+
 def test_lookup_input_starts_as_a_no_op_and_a_fine_tune_grows_it():
     """A drafter gaining lookup guesses (zero-initialised) drafts exactly as the one it starts from,
     and its lookup weights get a gradient, so training can learn to use the guesses."""

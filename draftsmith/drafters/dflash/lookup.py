@@ -28,3 +28,19 @@ def slot_guesses(seq: np.ndarray, block_size: int, max_match: int) -> tuple[np.n
     ids[: len(cont)] = cont
     lens[: len(cont)] = n
     return ids, lens
+
+
+def batch_guesses(
+    seqs: list[np.ndarray], anchors: list[np.ndarray], block_size: int, max_match: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every anchored block's slot guesses and match lengths [b, n_anchor * block_size] (zeros for
+    the padding anchors of short lists), laid out as `build_blocks` lays out its blocks. Numpy only,
+    so a GPU trainer can compute the next batch's guesses in a worker process while it steps."""
+    n_anchor = max(1, max((len(a) for a in anchors), default=0))
+    out_ids = np.zeros((len(seqs), n_anchor * block_size), dtype=np.int64)
+    out_lens = np.zeros_like(out_ids)
+    for i, (seq, a) in enumerate(zip(seqs, anchors, strict=True)):
+        for j, anchor in enumerate(np.asarray(a).tolist()):
+            cols = slice(j * block_size, (j + 1) * block_size)
+            out_ids[i, cols], out_lens[i, cols] = slot_guesses(seq[: anchor + 1], block_size, max_match)
+    return out_ids, out_lens

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from draftsmith.drafters.dflash.lookup import slot_guesses
+from draftsmith.drafters.dflash.lookup import batch_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.training.anchors import CAPPED_DRAFT, IGNORE
 
@@ -97,24 +96,18 @@ def build_blocks(
         greedy_labels = torch.where(
             (labels == IGNORE) | ~on_path, IGNORE, torch.gather(greedy, 1, target_pos)
         )
-    guesses = _guesses(ids, anchors, n_anchor, block_size, lookup_input) if lookup_input else (None, None)
+    guesses = _guesses(ids, anchors, block_size, lookup_input) if lookup_input else (None, None)
     return BlockBatch(
         block_ids, block_pos, ctx_pos, mask, labels, prev_ids, slot, target_pos, greedy_labels, *guesses
     )
 
 
 def _guesses(
-    ids: torch.Tensor, anchors: list[torch.Tensor], n_anchor: int, block_size: int, max_match: int
+    ids: torch.Tensor, anchors: list[torch.Tensor], block_size: int, max_match: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Each slot's lookup guess and match length [b, n_anchor * block_size] (zeros for padding)."""
-    b = ids.shape[0]
-    out_ids = np.zeros((b, n_anchor * block_size), dtype=np.int64)
-    out_lens = np.zeros_like(out_ids)
-    seqs = ids.cpu().numpy()
-    for i, a in enumerate(anchors):
-        for j, anchor in enumerate(a.tolist()):
-            cols = slice(j * block_size, (j + 1) * block_size)
-            out_ids[i, cols], out_lens[i, cols] = slot_guesses(seqs[i, : anchor + 1], block_size, max_match)
+    seqs = list(ids.cpu().numpy())
+    out_ids, out_lens = batch_guesses(seqs, [a.cpu().numpy() for a in anchors], block_size, max_match)
     return torch.from_numpy(out_ids).to(ids.device), torch.from_numpy(out_lens).to(ids.device)
 
 
