@@ -15,9 +15,10 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import LABELS, anchor_runs, block_loss, build_blocks
+from draftsmith.drafters.dflash.training import anchor_runs, block_loss, build_blocks
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.anchors import CAPPED_DRAFT, sample_anchors, walk
+from draftsmith.training.labels import check_label, label_option
 from draftsmith.training.recipe import Recipe
 
 
@@ -72,13 +73,7 @@ class DFlashOptions:
             "(expected accepted length)"
         },
     )
-    label: str = field(
-        default="token",
-        metadata={
-            "choices": list(LABELS),
-            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
-        },
-    )
+    label: str = label_option("token")
 
     def __post_init__(self) -> None:
         if self.markov_state < 0:
@@ -94,8 +89,7 @@ class DFlashOptions:
             raise DraftsmithError(f"init must be random, head or target, got {self.init!r}")
         if not 0 <= self.ce_weight <= 1:
             raise DraftsmithError(f"ce_weight must be in [0, 1], got {self.ce_weight}")
-        if self.label not in LABELS:
-            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        check_label(self.label)
         if self.feature_weight < 0:
             raise DraftsmithError(f"feature_weight must be >= 0, got {self.feature_weight}")
         if self.loss_slots < 0:

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from draftsmith.drafters.dflash.lookup import batch_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.training.anchors import CAPPED_DRAFT, IGNORE
+from draftsmith.training.labels import LABELS
 
 
 @dataclass
@@ -127,8 +128,6 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
     return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask, anchor_ctx, guesses)
 
 
-LABELS = ("token", "greedy", "soft")
-"""What the CE term learns: the written token, the target's argmax, or the target's distribution."""
 
 
 def draft_logits(

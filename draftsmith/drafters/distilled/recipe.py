@@ -12,11 +12,11 @@ from pathlib import Path
 
 import torch
 
-from draftsmith.drafters.dflash.training import LABELS
 from draftsmith.drafters.distilled.checkpoint import save_draft
 from draftsmith.drafters.distilled.model import LAYER_INITS, DistilledDraft
 from draftsmith.drafters.distilled.training import DEPTH, collate, distill_loss, sequence_taus
 from draftsmith.errors import DraftsmithError
+from draftsmith.training.labels import check_label, label_option
 from draftsmith.training.recipe import Recipe
 
 
@@ -32,13 +32,7 @@ class DistilledOptions:
             "last included) or as its first N",
         },
     )
-    label: str = field(
-        default="soft",
-        metadata={
-            "choices": list(LABELS),
-            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
-        },
-    )
+    label: str = label_option("soft")
     soft_topk: int = field(
         default=0,
         metadata={
@@ -59,8 +53,7 @@ class DistilledOptions:
             raise DraftsmithError(
                 f"layer_init must be one of {', '.join(LAYER_INITS)}, got {self.layer_init!r}"
             )
-        if self.label not in LABELS:
-            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        check_label(self.label)
         if self.soft_topk < 0 or self.anchors < 1 or self.block_size < 1:
             raise DraftsmithError("soft_topk must be >= 0, anchors and block_size >= 1")
 

@@ -12,9 +12,10 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.eagle3.checkpoint import save_drafter
 from draftsmith.drafters.eagle3.config import Eagle3Config, pick_layers
 from draftsmith.drafters.eagle3.model import Eagle3Model
-from draftsmith.drafters.eagle3.training import LABELS, TOKENS, TTTBatch, pad_anchors, ttt_loss
+from draftsmith.drafters.eagle3.training import TOKENS, TTTBatch, pad_anchors, ttt_loss
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.anchors import sample_anchors
+from draftsmith.training.labels import check_label, label_option
 from draftsmith.training.recipe import Recipe
 
 EVAL_DEPTH = 7
@@ -34,13 +35,7 @@ class Eagle3Options:
         default=64, metadata={"help": "anchored blocks per sequence (EAGLE-3: 0 = every position)"}
     )
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
-    label: str = field(
-        default="soft",
-        metadata={
-            "choices": list(LABELS),
-            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
-        },
-    )
+    label: str = label_option("soft")
     step_decay: float = field(
         default=0.8, metadata={"help": "EAGLE-3: loss weight of unrolled step j is this^j"}
     )
@@ -63,8 +58,7 @@ class Eagle3Options:
             raise DraftsmithError(f"anchors must be >= 0 (0 = every position), got {self.anchors}")
         if self.draft_vocab == 0:
             self.draft_vocab = None
-        if self.label not in LABELS:
-            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        check_label(self.label)
         if self.ttt_tokens not in TOKENS:
             raise DraftsmithError(f"ttt_tokens must be one of {', '.join(TOKENS)}, got {self.ttt_tokens!r}")
         if not 0 < self.step_decay <= 1:

@@ -23,9 +23,8 @@ import torch.nn.functional as F
 
 from draftsmith.drafters.dflash.training import IGNORE, accepted_length
 from draftsmith.drafters.eagle3.model import Eagle3Model
+from draftsmith.training.labels import LABELS
 
-LABELS = ("token", "greedy", "soft")
-"""What the CE learns: the written token, the target's argmax, or its distribution (EAGLE-3's)."""
 TOKENS = ("true", "draft")
 """What later steps read: the written token (EAGLE-3 / SpecForge) or the drafter's own argmax."""
 

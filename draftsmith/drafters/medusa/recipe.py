@@ -18,9 +18,10 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.medusa.checkpoint import save_medusa
 from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
 from draftsmith.drafters.mtp.recipe import collate
-from draftsmith.drafters.mtp.training import LABELS, ChainBatch
+from draftsmith.drafters.mtp.training import ChainBatch
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.anchors import IGNORE, chain_taus, sample_anchors
+from draftsmith.training.labels import check_label, label_option
 from draftsmith.training.recipe import Recipe
 
 
@@ -31,13 +32,7 @@ class MedusaOptions:
     num_layers: int = field(default=1, metadata={"flag": "--layers", "help": "residual blocks per head"})
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
     step_decay: float = field(default=0.8, metadata={"help": "Medusa: loss weight of head i is this^(i-1)"})
-    label: str = field(
-        default="token",
-        metadata={
-            "choices": list(LABELS),
-            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
-        },
-    )
+    label: str = label_option("token")
 
     def __post_init__(self) -> None:
         if self.anchors < 0:
@@ -52,8 +47,7 @@ class MedusaOptions:
             self.draft_vocab = None
         if self.draft_vocab is not None and self.draft_vocab < 1:
             raise DraftsmithError(f"draft_vocab must be >= 1, got {self.draft_vocab}")
-        if self.label not in LABELS:
-            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        check_label(self.label)
 
 
 @dataclass

@@ -18,13 +18,13 @@ from draftsmith.drafters.mtp.checkpoint import save_mtp
 from draftsmith.drafters.mtp.config import MTPConfig
 from draftsmith.drafters.mtp.model import MTPModel, target_classes
 from draftsmith.drafters.mtp.training import (
-    LABELS,
     ChainBatch,
     chain_loss,
     unrolled_logits,
 )
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.anchors import chain_taus
+from draftsmith.training.labels import check_label, label_option
 from draftsmith.training.recipe import Recipe
 
 EVAL_DEPTH = 7
@@ -49,13 +49,7 @@ class MTPOptions:
             "help": "the block's layer starts at random or as a copy of the target's last layer",
         },
     )
-    label: str = field(
-        default="token",
-        metadata={
-            "choices": list(LABELS),
-            "help": "CE target: the written token, the target's argmax, or its distribution (soft)",
-        },
-    )
+    label: str = label_option("token")
 
     def __post_init__(self) -> None:
         if not 1 <= self.unroll <= EVAL_DEPTH:
@@ -68,8 +62,7 @@ class MTPOptions:
             raise DraftsmithError(f"draft_vocab must be >= 1, got {self.draft_vocab}")
         if self.init not in ("random", "target"):
             raise DraftsmithError(f"init must be random or target, got {self.init!r}")
-        if self.label not in LABELS:
-            raise DraftsmithError(f"label must be one of {', '.join(LABELS)}, got {self.label!r}")
+        check_label(self.label)
 
 
 def mtp_config(target, opts: MTPOptions) -> MTPConfig:

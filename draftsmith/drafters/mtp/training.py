@@ -18,9 +18,7 @@ import torch.nn.functional as F
 
 from draftsmith.drafters.mtp.model import MTPModel, StepKV
 from draftsmith.training.anchors import IGNORE
-
-LABELS = ("token", "greedy", "soft")
-"""What the CE term learns: the written token, the target's argmax, or the target's distribution."""
+from draftsmith.training.labels import LABELS
 
 
 @dataclass
