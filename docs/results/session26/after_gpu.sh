@@ -34,9 +34,7 @@ arms=(shipped=dspark shipped-dflash=dflash)
 for d in "$G"/*/; do n=$(basename "$d"); m=dspark; [[ $n == dflash* ]] && m=dflash; arms+=("gpu-$n=$m:$d"); done
 D=$DEV SCORES="$OUT/dev-scores.txt" DTYPE=${DTYPE:-float32} docs/results/session24/bench_dev.sh "${arms[@]}"
 # walk tau (session 39: the held-out metric that predicts the bench), shipped pair and GPU drafters
-[ -f /tmp/dev/cache/manifest.json ] || { gzip -dc docs/results/session24/dev/answers.jsonl.gz > /tmp/dev/all-answers.jsonl
-  .venv/bin/draftsmith data cache --answers /tmp/dev/all-answers.jsonl --out /tmp/dev/cache --max-len 1024 \
-    --dtype float32 --fixed-rows 0 > "$OUT/devcache.log" 2>&1; }
+docs/results/dev_cache.sh /tmp/dev
 .venv/bin/python docs/results/session39/walk_dev.py /tmp/dev/cache /tmp/dev/all-answers.jsonl \
   draftsmith/drafters/pretrained/smollm2-dspark draftsmith/drafters/pretrained/smollm2-dflash "$G"/*/ \
   > "$OUT/walk.txt" 2>&1

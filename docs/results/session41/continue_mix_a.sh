@@ -1,7 +1,7 @@
 #!/bin/bash
 # Issue 8, session 41: a seventh continuation of both shipped drafters (equal budget) on 1,227 answers
 # neither lineage had seen ("mix A": every unseen math answer left in data/smollm2, 433 of them, plus
-# function completion 404, code 270, chat 120; the slices below were checked disjoint from every
+# function completion 404, code 270, chat 120; the slices (mix_a_slices.txt) were checked disjoint from every
 # earlier stage by reconstructing them from the committed scripts), with session 40's recipe
 # (--survival, batch 8 x 64 anchors, lr 3e-4 wsd, lookup weights regrown at 10x), STEPS steps; then
 # dev walk tau of the shipped and continued pair, and STS for DSpark's confidence head.
@@ -10,13 +10,8 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s41}; DEV=${DEV:-/tmp/dev}; MIX=$D/mix-a.jsonl; CACHE=$D/cache-mix-a; mkdir -p "$D" "$DEV"
 [ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 410 \
-  answers-train-t0:6:9:400:math answers-train-t0:8:9:400:math answers-train-t07:4487:2:400:math \
-  answers-train-t0:3601:9:100:math answers-complete-train-t0:3:4:380 \
-  answers-train-t07-gpu-20261204:4:6:100:complete answers-train-t07:4487:2:150:code \
-  answers-train-t07-gpu-20261204:4:6:120:code answers-train-t07-gpu-20261204:4:6:120:chat
-[ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
-[ -f "$DEV/cache/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$DEV/all-answers.jsonl" \
-  --out "$DEV/cache" --max-len 1024 --dtype float32 --fixed-rows 0 > "$D/devcache.log" 2>&1
+  $(cat docs/results/session41/mix_a_slices.txt)
+docs/results/dev_cache.sh "$DEV"
 [ -f "$CACHE/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$MIX" --out "$CACHE" \
   --max-len 1024 --dtype float32 --fixed-rows 0 > "$CACHE.log" 2>&1
 for m in dspark dflash; do

@@ -2,7 +2,7 @@
 # Issue 8, session 44: does the budget curve hold one step further? The shipped DSpark continued STEPS
 # steps (default 1,200: 614k anchor blocks, +17% on its lineage's 3.61M, 6x session 41's 200-step step)
 # on session 41's "mix A" (1,227 answers no stage of the shipped lineage saw: every unseen math answer,
-# function completion, code, chat; continue_mix_a.sh holds the slices), with session 40's recipe
+# function completion, code, chat; session41/mix_a_slices.txt), with session 40's recipe
 # (--survival, 8 x 64 anchors, lr 3e-4 wsd with a 25% decay, lookup weights regrown at 10x). The fit in
 # budget_curve.py predicts bench tau +0.05 on code and math for that budget; session 41's 200 steps on
 # the same answers gave +0.004 dev walk tau (3 drafts). Then dev walk tau, shipped against continued.
@@ -11,13 +11,8 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s44}; DEV=${DEV:-/tmp/dev}; MIX=$D/mix-a.jsonl; CACHE=$D/cache-mix-a; mkdir -p "$D" "$DEV"
 [ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 410 \
-  answers-train-t0:6:9:400:math answers-train-t0:8:9:400:math answers-train-t07:4487:2:400:math \
-  answers-train-t0:3601:9:100:math answers-complete-train-t0:3:4:380 \
-  answers-train-t07-gpu-20261204:4:6:100:complete answers-train-t07:4487:2:150:code \
-  answers-train-t07-gpu-20261204:4:6:120:code answers-train-t07-gpu-20261204:4:6:120:chat
-[ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
-[ -f "$DEV/cache/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$DEV/all-answers.jsonl" \
-  --out "$DEV/cache" --max-len 1024 --dtype float32 --fixed-rows 0 > "$D/devcache.log" 2>&1
+  $(cat docs/results/session41/mix_a_slices.txt)
+docs/results/dev_cache.sh "$DEV"
 date -u +"cache start %H:%M:%S"
 [ -f "$CACHE/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$MIX" --out "$CACHE" \
   --max-len 1024 --dtype float32 --fixed-rows 0 > "$CACHE.log" 2>&1

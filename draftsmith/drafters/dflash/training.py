@@ -128,8 +128,6 @@ def block_forward(model: DFlashModel, batch: BlockBatch, features: torch.Tensor)
     return model.backbone(batch.block_ids, batch.block_pos, ctx_kv, batch.mask, anchor_ctx, guesses)
 
 
-
-
 def draft_logits(
     model: DFlashModel, batch: BlockBatch, features: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
