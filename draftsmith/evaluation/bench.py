@@ -13,6 +13,7 @@ import platform
 import statistics
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -23,6 +24,8 @@ from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
 from draftsmith.evaluation.calibration import by_position
+from draftsmith.evaluation.llamacpp_peers import PEERS as LLAMACPP_PEERS
+from draftsmith.evaluation.llamacpp_peers import baseline_of
 from draftsmith.evaluation.peers import PEERS, HFPeer
 from draftsmith.evaluation.suites import Prompt
 from draftsmith.models.target import Target
@@ -53,7 +56,7 @@ class MethodSummary:
     tok_s_min: float
     tok_s_max: float
     speedup_median: float | None
-    identical: int | None  # prompts whose greedy output equals plain's (None when sampling)
+    identical: int | None  # prompts whose greedy output equals its engine's plain (None when sampling)
     calibration: list[dict] = field(default_factory=list)  # confidence heads: ECE/AUROC per position
     # where a round's time goes (engine methods only): pooled over every round of every repeat
     rounds: int | None = None
@@ -62,6 +65,11 @@ class MethodSummary:
     # the speedup with the same acceptance if drafting cost nothing (each round's measured drafting
     # time taken out), median over repeats: how much of the gap to an ideal drafter is drafting cost
     speedup_free_drafting: float | None = None
+    # llama.cpp peers: prompts whose output equals our engine's plain decoding (its Q4 kernels round
+    # differently, so this is an agreement rate, not a losslessness check), and the run they are timed
+    # and checked against
+    same_as_plain: int | None = None
+    baseline: str = BASELINE
 
 
 @dataclass
@@ -88,7 +96,7 @@ class BenchResult:
 def machine_info(target: Target) -> dict:
     dev = target.device
     return {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d"),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d"),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "cpu_threads": torch.get_num_threads(),
@@ -102,7 +110,7 @@ def machine_info(target: Target) -> dict:
 
 
 def validate_methods(methods: list[str]) -> list[str]:
-    known = list(METHODS) + list(PEERS)
+    known = list(METHODS) + list(PEERS) + list(LLAMACPP_PEERS)
     bad = [m for m in methods if m not in known and not base_method(m)]
     if bad:
         raise DraftsmithError(f"unknown method(s) {', '.join(bad)}; choose from: {', '.join(known)}")
@@ -125,11 +133,28 @@ def run_bench(
     source: str | None = None,
     progress: bool = True,
     checkpoint: Callable[[BenchResult], None] | None = None,
+    llamacpp_logs: str | None = None,
 ) -> BenchResult:
     """Run every method on every prompt `repeats` times, interleaved; summarise per suite.
 
     checkpoint: called after each repeat but the last with the result so far (complete repeats
-    only, config["repeats_done"]), so a long bench that is stopped keeps what it measured."""
+    only, config["repeats_done"]), so a long bench that is stopped keeps what it measured.
+    llamacpp_logs: folder for the llama-server logs of llama.cpp peers (default: a temporary one)."""
+    peers: dict = {}
+    try:
+        return _run_bench(
+            target, prompts, methods, repeats, max_new_tokens, params, k, drafter_options, source,
+            progress, checkpoint, llamacpp_logs, peers,
+        )
+    finally:
+        for peer in peers.values():
+            peer.close()
+
+
+def _run_bench(
+    target, prompts, methods, repeats, max_new_tokens, params, k, drafter_options, source, progress,
+    checkpoint, llamacpp_logs, servers,
+) -> BenchResult:
     if repeats < 1:
         raise DraftsmithError(f"repeats must be >= 1, got {repeats}")
     params = params or SamplingParams()
@@ -162,6 +187,21 @@ def run_bench(
     if peer_names:
         for name, peer in HFPeer.load(peer_names, target, source).items():
             runners[name] = lambda ids, rep, peer=peer: (*peer.run(ids, max_new_tokens, params), None)
+    llama_names = [m for m in methods if m in LLAMACPP_PEERS]
+    if llama_names:
+        if not params.greedy:
+            raise DraftsmithError("llama.cpp peers are benched greedy only (leave --temperature at 0)")
+        import tempfile
+
+        from draftsmith.evaluation.llamacpp_peers import start_peers
+
+        drafters = drafter_options.get("drafter")
+        drafters = {m: v for m, v in drafters.items() if m != "*"} if isinstance(drafters, dict) else {}
+        logs = Path(llamacpp_logs) if llamacpp_logs else Path(tempfile.mkdtemp(prefix="draftsmith-llamacpp-"))
+        threads = torch.get_num_threads()
+        servers.update(start_peers(llama_names, target, drafters, threads, logs))
+        for name, peer in servers.items():
+            runners[name] = lambda ids, rep, peer=peer: peer.run(ids, max_new_tokens)
 
     encoded = {s: [(p, target.encode(p.text, chat=p.chat)) for p in ps] for s, ps in prompts.items()}
     total = sum(len(v) for v in encoded.values()) * repeats * len(methods)
@@ -209,10 +249,12 @@ def summarise(
         for name in methods:
             mine = [r for r in rows if r.method == name]
             tok_s, speed, free = [], [], []
+            own = baseline_of(name) if baseline_of(name) in methods else None
+            ref = own or BASELINE  # a llama.cpp peer is timed and checked against llama.cpp plain
             for rep in range(repeats):
                 reps = [r for r in mine if r.repeat == rep]
                 secs = sum(r.seconds for r in reps)
-                base = sum(by[(BASELINE, rep, r.suite, r.prompt_id)].seconds for r in reps)
+                base = sum(by[(ref, rep, r.suite, r.prompt_id)].seconds for r in reps)
                 tok_s.append(sum(len(r.tokens) for r in reps) / secs if secs else 0.0)
                 speed.append(base / secs if secs else 0.0)
                 if reps and all(r.stats for r in reps):
@@ -223,9 +265,10 @@ def summarise(
                 if r.stats:
                     pooled.merge(r.stats)
             first = [r for r in mine if r.repeat == 0]
-            identical = None
+            identical = same_as_plain = None
             if greedy:
-                identical = sum(r.tokens == by[(BASELINE, 0, r.suite, r.prompt_id)].tokens for r in first)
+                identical = sum(r.tokens == by[(ref, 0, r.suite, r.prompt_id)].tokens for r in first)
+                same_as_plain = sum(r.tokens == by[(BASELINE, 0, r.suite, r.prompt_id)].tokens for r in first)
             out.append(
                 MethodSummary(
                     suite=suite,
@@ -239,6 +282,8 @@ def summarise(
                     tok_s_max=round(max(tok_s), 2),
                     speedup_median=None if name == BASELINE else round(statistics.median(speed), 3),
                     identical=identical,
+                    same_as_plain=same_as_plain if own or name == "llamacpp-plain" else None,
+                    baseline=ref,
                     calibration=by_position(pooled.confidence),
                     rounds=pooled.rounds or None,
                     draft_ms=round(1000 * pooled.draft_s / pooled.rounds, 3) if pooled.rounds else None,
@@ -293,7 +338,9 @@ def calibration_table(summaries: list[MethodSummary], positions: int = 4) -> str
 
 
 def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
-    """The table docs/BENCHMARKS.md shows."""
+    """The table docs/BENCHMARKS.md shows. "plain" is each method's own engine's plain decoding: a
+    llama.cpp peer's speedup and exactness are against llamacpp-plain; "same as our plain" counts the
+    prompts where it writes exactly what our engine does (its kernels round differently)."""
     head = [
         "suite",
         "method",
@@ -302,6 +349,7 @@ def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
         "tok/s median (min-max)",
         "speedup vs plain",
         "identical to plain",
+        "same as our plain",
     ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in summaries:
@@ -320,6 +368,7 @@ def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
             f"{s.tok_s_median:.1f} ({s.tok_s_min:.1f}-{s.tok_s_max:.1f})",
             "1.00x" if s.speedup_median is None else f"{s.speedup_median:.2f}x",
             same,
+            "-" if s.same_as_plain is None else f"{s.same_as_plain}/{s.prompts}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

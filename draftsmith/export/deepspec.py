@@ -35,6 +35,12 @@ def write(model: DFlashModel, out: str | Path, verifier: common.Verifier) -> Pat
         reduced_vocab=not common.full_vocab(model),
         mask_slots_only=not cfg.sample_from_anchor,
     )
+    if not cfg.markov_rank:  # SGLang: "DSpark draft requires markov_rank > 0"
+        raise DraftsmithError(
+            "cannot export this dflash drafter to the deepspec format: it has no Markov head, and "
+            "SGLang's DSpark path (the one that reads this format) requires markov_rank > 0; "
+            "use --format zlab or speculators"
+        )
     if model.embed is None or model.head is None:
         raise DraftsmithError(
             "the DeepSpec format ships the target's embedding and lm_head: load with a target"

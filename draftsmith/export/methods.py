@@ -28,18 +28,30 @@ def method_of(directory: str | Path) -> str:
     raise DraftsmithError(f"{path} holds no drafter draftsmith can export (methods: {kinds})")
 
 
+NOTES = {("medusa", "vllm"): " (vLLM 0.33 has no Medusa; `medusa` is the layout older vLLM releases read)"}
+
+
 def check_format(method: str, fmt: str) -> None:
     formats = METHODS[method].export_formats
     if fmt not in formats:
         raise DraftsmithError(
             f"format {fmt!r} does not fit a {method} drafter; its formats: {', '.join(formats)}"
+            + NOTES.get((method, fmt), "")
         )
 
 
-def export_directory(directory: str | Path, fmt: str, out: str | Path, target, verifier_name: str) -> Path:
-    """Load the drafter in `directory` for `target` and write it in format `fmt` (refusals by name)."""
+def export_directory(
+    directory: str | Path, fmt: str, out: str | Path, target, verifier_name: str, gguf_type: str = "f16"
+) -> Path:
+    """Load the drafter in `directory` for `target` and write it in format `fmt` (refusals by name).
+    "gguf" goes through the method's speculators export and llama.cpp's own converter."""
     from draftsmith.export.common import verifier_of
 
     method = method_of(directory)
     check_format(method, fmt)
-    return METHODS[method].export(Path(directory), fmt, Path(out), target, verifier_of(target, verifier_name))
+    verifier = verifier_of(target, verifier_name)
+    if fmt == "gguf":
+        from draftsmith.export import gguf
+
+        return gguf.write(Path(directory), method, Path(out), target, verifier, gguf_type)
+    return METHODS[method].export(Path(directory), fmt, Path(out), target, verifier)

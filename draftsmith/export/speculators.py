@@ -36,7 +36,10 @@ def write(model: DFlashModel, out: str | Path, verifier: common.Verifier) -> Pat
         raise DraftsmithError(
             "cannot export a drafter whose full draft vocabulary is permuted (d2t is not identity)"
         )
-    kind = "dspark" if cfg.markov_rank or cfg.confidence else "dflash"
+    # A DFlash that drafts from the anchor slot is written as a DSpark without heads (markov_rank 0):
+    # vLLM's DFlash runner refuses sample_from_anchor (its layout is anchor + N mask slots), its
+    # DSpark runner honours it, as llama.cpp's DSpark path does.
+    kind = "dspark" if cfg.markov_rank or cfg.confidence or cfg.sample_from_anchor else "dflash"
     tokens = cfg.block_size if cfg.sample_from_anchor else cfg.block_size - 1
     config = {
         "architectures": ["DSparkSpeculator" if kind == "dspark" else "DFlashSpeculator"],

@@ -32,6 +32,7 @@ class Target:
         self.model = model
         self.tokenizer = tokenizer
         self.name = name
+        self.source: str | None = None
         self.runner: ModelRunner = make_runner(model, backend)
         if calibrate:  # pick the fastest step shapes on this machine (cached on disk after the first run)
             self.runner.calibrate_cached()
@@ -69,7 +70,9 @@ class Target:
         # only the lean runner has the fixed-shape steps that keep bf16 exact on CPU
         lean = backend != "hf"
         model, tok, name = load_model_and_tokenizer(source, dtype=dtype, device=device, cpu_bf16=lean)
-        return cls(model, tok, name, backend, calibrate, fixed_rows)
+        target = cls(model, tok, name, backend, calibrate, fixed_rows)
+        target.source = source  # what the user pointed at (a GGUF target deploys as is)
+        return target
 
     @property
     def device(self) -> torch.device:

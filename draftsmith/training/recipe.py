@@ -185,7 +185,7 @@ def add_option_flags(parser: argparse.ArgumentParser) -> None:
     for name, opt in option_fields().items():
         common = {"dest": "opt_" + name, "default": argparse.SUPPRESS, "help": opt.help()}
         if opt.kind is bool:
-            group.add_argument(opt.flag, action="store_true", **common)
+            group.add_argument(opt.flag, action=argparse.BooleanOptionalAction, **common)
         else:
             group.add_argument(opt.flag, type=opt.kind, choices=opt.choices(), **common)
 

@@ -138,22 +138,26 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
     src, own = loaded.state_dict(), model.state_dict()
     # heads this fine-tune adds (they start as a no-op, so the run begins at the loaded drafter)
     grown = {k for k in own if k not in src and k.startswith(tuple(getattr(model, "GROWABLE", ())))}
+    # inputs this fine-tune turns off (their weights are left behind)
+    dropped = {k for k in src if k not in own and k.startswith(tuple(getattr(model, "DROPPABLE", ())))}
     bad = [
         f"{k}: {tuple(src[k].shape) if k in src else 'missing'} in {source}, "
         f"{tuple(own[k].shape) if k in own else 'absent'} here"
-        for k in sorted((set(src) | set(own)) - grown)
+        for k in sorted((set(src) | set(own)) - grown - dropped)
         if k not in src or k not in own or src[k].shape != own[k].shape
     ]
     theirs, ours = getattr(loaded, "cfg", None), getattr(model, "cfg", None)
     if is_dataclass(theirs) and is_dataclass(ours):
         a, b = asdict(theirs), asdict(ours)
         growable = set(getattr(model, "GROWABLE_CONFIG", ()))
+        droppable = set(getattr(model, "DROPPABLE_CONFIG", ()))
         bad += [
             f"{k}: {a.get(k)!r} in {source}, {b.get(k)!r} here"
             for k in sorted(set(a) | set(b))
             if k not in WARM_START_FREE
             and a.get(k) != b.get(k)
             and not (k in growable and (b.get(k) or 0) > (a.get(k) or 0))  # raised by this fine-tune
+            and not (k in droppable and not b.get(k))  # turned off by this fine-tune
         ]
     if bad:
         raise DraftsmithError(
@@ -161,7 +165,7 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
             f"{'; ...' if len(bad) > 4 else ''}); pass the settings in its config.json"
         )
     # every key but the grown ones was checked above; those keep their no-op start
-    model.load_state_dict({k: v.to(own[k].dtype) for k, v in src.items()}, strict=False)
+    model.load_state_dict({k: v.to(own[k].dtype) for k, v in src.items() if k not in dropped}, strict=False)
     if hasattr(model, "start_grown"):  # e.g. added draft layers start as the identity
         model.start_grown(grown)
     recipe.attach(model, target)

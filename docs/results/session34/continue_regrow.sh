@@ -25,7 +25,7 @@ if [ -z "${INIT:-}" ]; then
   done
 fi
 # the mix: session 34's slices unless SLICES (mix_answers.py specs) and SEED name another
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" "${SEED:-34}" \
+[ -s "$MIX" ] || .venv/bin/python scripts/mix_answers.py "$MIX" "${SEED:-34}" \
   ${SLICES:-answers-train-t0:4:9:500 answers-train-t07-gpu-20261204:3:6:500}
 [ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
 [ -f "$DEV/cache/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$DEV/all-answers.jsonl" \

@@ -10,7 +10,7 @@
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s35}; mkdir -p "$D"
-[ -s "$D/ft-mix3.jsonl" ] || .venv/bin/python docs/results/mix_answers.py "$D/ft-mix3.jsonl" 35 \
+[ -s "$D/ft-mix3.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$D/ft-mix3.jsonl" 35 \
   answers-complete-train-t0:1:4:450 answers-train-t0:2:9:550
 D="$D" METHOD=dspark INIT="${INIT:-docs/results/session34/drafter}" MIX="$D/ft-mix3.jsonl" \
   CACHE="$D/cache-ft3" OUT="$D/ft-complete" docs/results/session34/continue_regrow.sh

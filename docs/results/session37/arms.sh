@@ -23,7 +23,7 @@ if [ ! -s "$SHIPPED/model.safetensors" ]; then
   done
 fi
 MIX=$D34/ft-mix2.jsonl; mkdir -p "$D34" "$DEV"
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 34 \
+[ -s "$MIX" ] || .venv/bin/python scripts/mix_answers.py "$MIX" 34 \
   answers-train-t0:4:9:500 answers-train-t07-gpu-20261204:3:6:500
 [ -s "$DEV/all-answers.jsonl" ] || gzip -dc docs/results/session24/dev/answers.jsonl.gz > "$DEV/all-answers.jsonl"
 for pair in "$DEV/all-answers.jsonl:$DEV/cache" "$MIX:$D34/cache-ft2"; do

@@ -6,7 +6,7 @@
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s40}; CACHE=${CACHE:-$D/cache-ft6}; MIX=$D/ft-mix6.jsonl; mkdir -p "$D" /tmp/dev
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 381 answers-train-t07-gpu-20261204:2:6:600
+[ -s "$MIX" ] || .venv/bin/python scripts/mix_answers.py "$MIX" 381 answers-train-t07-gpu-20261204:2:6:600
 [ -f "$CACHE/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$MIX" --out "$CACHE" \
   --max-len 1024 --dtype float32 --fixed-rows 0 > "$CACHE.log" 2>&1
 [ -f /tmp/dev/cache/manifest.json ] || { gzip -dc docs/results/session24/dev/answers.jsonl.gz > /tmp/dev/all-answers.jsonl

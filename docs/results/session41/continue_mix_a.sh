@@ -9,7 +9,7 @@
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s41}; DEV=${DEV:-/tmp/dev}; MIX=$D/mix-a.jsonl; CACHE=$D/cache-mix-a; mkdir -p "$D" "$DEV"
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 410 \
+[ -s "$MIX" ] || .venv/bin/python scripts/mix_answers.py "$MIX" 410 \
   $(cat docs/results/session41/mix_a_slices.txt)
 docs/results/dev_cache.sh "$DEV"
 [ -f "$CACHE/manifest.json" ] || .venv/bin/draftsmith data cache --answers "$MIX" --out "$CACHE" \

@@ -8,7 +8,7 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 D=${D:-/tmp/s41}; DEV=${DEV:-/tmp/dev}; METHOD=${METHOD:-dspark}; MIX=$D/mix-b.jsonl; CACHE=$D/cache-mix-b
 mkdir -p "$D"
-[ -s "$MIX" ] || .venv/bin/python docs/results/mix_answers.py "$MIX" 411 \
+[ -s "$MIX" ] || .venv/bin/python scripts/mix_answers.py "$MIX" 411 \
   answers-complete-train-t0:1523:4:300 answers-complete-train-t0:1202:4:300 \
   answers-train-t07-gpu-20261204:5:6:100:complete answers-train-t07-gpu-20261204:5:6:250:code \
   answers-train-t07:3888:2:200:code answers-train-t07-gpu-20261204:5:6:200:chat

@@ -49,7 +49,7 @@ class DFlashDrafter(Drafter):
     name = "dflash"
     description = "DFlash block diffusion drafter (one parallel pass per block; needs a trained drafter)"
     recipe = DFlashRecipe("dflash")
-    export_formats = ("speculators", "zlab", "deepspec")
+    export_formats = ("speculators", "zlab", "deepspec", "gguf")
 
     @classmethod
     def owns(cls, path: Path, config: dict | None) -> bool:

@@ -155,10 +155,15 @@ class DFlashModel(nn.Module):
     GROWABLE = ("state_in", "state_out", "lookup_in", "lookup_len", "layers.")
     """Weights a fine-tune may add to a drafter that lacks them (`train --init-from`): they start as
     a no-op, so the fine-tune begins from the loaded drafter's own predictions."""
-    GROWABLE_CONFIG = ("markov_state", "lookup_input", "num_layers")
+    GROWABLE_CONFIG = ("markov_state", "lookup_input", "num_layers", "qk_norm")
     """Config fields a fine-tune may raise: 0 -> on switches those weights on; extra draft layers go
-    on top of the loaded ones and start as the identity (`start_grown`). A raise that reshapes a
-    loaded weight (e.g. lookup_input 6 -> 8) is still refused by the weight check."""
+    on top of the loaded ones and start as the identity (`start_grown`); q/k norms start at weight 1.
+    A raise that reshapes a loaded weight (e.g. lookup_input 6 -> 8) is still refused by the weight
+    check."""
+    DROPPABLE = ("lookup_in", "lookup_len")
+    DROPPABLE_CONFIG = ("lookup_input",)
+    """Config fields a fine-tune may turn off (to 0), dropping their weights: how a drafter trained
+    with a draftsmith-only input becomes one the export formats carry."""
 
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()

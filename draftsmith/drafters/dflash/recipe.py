@@ -30,7 +30,10 @@ class DFlashOptions:
     markov_rank: int = field(default=64, metadata={"help": "DSpark: rank of the Markov head"})
     markov_state: int = field(
         default=0,
-        metadata={"help": "DSpark: width of a serial state update from the previous token (0 = off)"},
+        metadata={
+            "help": "DSpark, draftsmith-only (no engine or export format has it): width of a serial "
+            "state update from the previous token (0 = off)"
+        },
     )
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
     gamma: float = field(default=4.0, metadata={"help": "loss weight decay over slots, exp(-(k-1)/gamma)"})
@@ -43,17 +46,25 @@ class DFlashOptions:
         },
     )
     qk_norm: bool = field(
-        default=False,
-        metadata={"help": "per-head q/k RMSNorm (Qwen3-style; the vLLM/SGLang formats need it)"},
+        default=True,
+        metadata={
+            "help": "per-head q/k RMSNorm (Qwen3-style draft layers, which every public DFlash/DSpark "
+            "format and engine expects; --no-qk-norm drafts only in draftsmith)"
+        },
     )
     anchor_context: bool = field(
-        default=False, metadata={"help": "add the context state before the anchor to every block input"}
+        default=False,
+        metadata={
+            "help": "draftsmith-only (no engine or export format has it): add the context state before "
+            "the anchor to every block input"
+        },
     )
     lookup_input: int = field(
         default=0,
         metadata={
-            "help": "feed each block slot the prompt-lookup guess of its token (suffix matches up to N "
-            "tokens) and the match length (0 = off)"
+            "help": "draftsmith-only (no engine or export format has it): feed each block slot the "
+            "prompt-lookup guess of its token (suffix matches up to N tokens) and the match length "
+            "(0 = off)"
         },
     )
     ce_weight: float = field(

@@ -21,7 +21,13 @@ def write_hf(directory: str | Path, out: str | Path, target) -> Path:
     """Copy every file of the draft directory except draftsmith's metadata into `out`."""
     src, dst = Path(directory), Path(out)
     check_target(src, target)
-    config = json.loads((src / "config.json").read_text())
+    try:
+        config = json.loads((src / "config.json").read_text())
+    except (OSError, ValueError):
+        raise DraftsmithError(
+            f"{src} has no readable config.json: not a complete distilled draft directory (a packed "
+            "copy holds only its layers; rebuild it with `draftsmith train --method distilled`)"
+        ) from None
     vocab = target.runner.vocab_size
     if int(config.get("vocab_size", -1)) != vocab:
         raise DraftsmithError(

@@ -27,7 +27,7 @@ class Eagle3Drafter(QueuedStates, Drafter):
         "EAGLE-3: one layer over fused low/mid/high target states, chain drafts (needs a trained drafter)"
     )
     recipe = Eagle3Recipe()
-    export_formats = ("sglang", "speculators")
+    export_formats = ("sglang", "speculators", "gguf")
 
     @classmethod
     def owns(cls, path, config: dict | None) -> bool:

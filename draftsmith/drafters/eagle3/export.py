@@ -2,7 +2,8 @@
 
 - `sglang`: SpecForge / SGLang `LlamaForCausalLMEagle3` (vLLM loads it too): a LlamaConfig with one
   hidden layer and `eagle_config.eagle_aux_hidden_state_layer_ids` in SGLang's convention (the
-  decoder layer whose output is captured = draftsmith key - 1; SGLang's models capture `id + 1`).
+  decoder layer whose output is captured = draftsmith key - 1; SGLang's models capture `id + 1`),
+  plus a top-level `eagle_aux_hidden_state_layer_ids` in vLLM's convention for vLLM.
   Weights are ours as saved (midlayer.*, fc, norm, lm_head [Vd, H], d2t offsets, t2d); no embedding.
 - `speculators`: `speculators_model_type: eagle3` (what vLLM auto-detects): `midlayer.` becomes
   `layers.0.`, aux ids in vLLM's convention (= draftsmith keys), `norm_before_residual` written
@@ -120,6 +121,9 @@ def write_sglang(model: Eagle3Model, out: str | Path, verifier: common.Verifier)
             "eagle_aux_hidden_state_layer_ids": common.to_layer_ids(cfg.target_layers),
             "use_aux_hidden_state": True,
         },
+        # vLLM reads this directory too but never converts the ids inside eagle_config (its V2 runner
+        # reads only this top-level key, in its own convention = draftsmith keys); SGLang ignores it
+        "eagle_aux_hidden_state_layer_ids": list(cfg.target_layers),
         "torch_dtype": _dtype(model),
     }
     return common.write_dir(out, config, _weights(model))

@@ -26,7 +26,7 @@ def load_medusa(directory: str | Path, target, dtype: torch.dtype | None = None)
         raise DraftsmithError(f"drafter directory not found: {directory}")
     config = read_config(path)
     if export.owns(config):
-        model = export.read_vllm(path, config, target)
+        model = export.read_medusa(path, config, target)
     else:
         cfg = MedusaConfig.load(path)
         check_target(cfg, path, target, "Medusa drafter")

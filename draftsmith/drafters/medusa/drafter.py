@@ -29,7 +29,7 @@ class MedusaDrafter(Drafter):
     )
     recipe = MedusaRecipe()
     hidden_layers = (FINAL,)
-    export_formats = ("vllm",)
+    export_formats = ("medusa",)
 
     @classmethod
     def owns(cls, path, config: dict | None) -> bool:

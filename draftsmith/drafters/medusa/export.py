@@ -1,5 +1,6 @@
-"""Medusa heads in vLLM's `medusa` format, and back (vLLM: model_executor/models/medusa.py and
-transformers_utils/configs/medusa.py).
+"""Medusa heads in the `medusa` layout vLLM's former Medusa model read, and back (vLLM before 0.33:
+model_executor/models/medusa.py and transformers_utils/configs/medusa.py; vLLM 0.33 has no Medusa,
+so no current serving engine loads this format: it is for older vLLM releases and for import).
 
 The layout: config.json with model_type "medusa", hidden_size, vocab_size (the target's), num_heads,
 num_hidden_layers (residual blocks per head), truncated_vocab_size (the draft vocabulary),
@@ -23,7 +24,7 @@ from draftsmith.drafters.medusa.model import MedusaConfig, MedusaModel
 from draftsmith.errors import DraftsmithError
 from draftsmith.export import common
 
-FORMATS = ("vllm",)
+FORMATS = ("medusa",)
 
 
 def files(model: MedusaModel, verifier: common.Verifier) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -57,11 +58,11 @@ def files(model: MedusaModel, verifier: common.Verifier) -> tuple[dict, dict[str
     return config, weights
 
 
-def write_vllm(model: MedusaModel, out: str | Path, verifier: common.Verifier) -> Path:
+def write_medusa(model: MedusaModel, out: str | Path, verifier: common.Verifier) -> Path:
     return common.write_dir(out, *files(model, verifier))
 
 
-WRITERS = {"vllm": write_vllm}
+WRITERS = {"medusa": write_medusa}
 
 
 def owns(config: dict | None) -> bool:
@@ -82,7 +83,7 @@ def check_map(d2t: torch.Tensor, vocab: int, size: int, where: Path) -> torch.Te
     return d2t
 
 
-def read_vllm(path: Path, config: dict, target) -> MedusaModel:
+def read_medusa(path: Path, config: dict, target) -> MedusaModel:
     """A vLLM medusa directory as draftsmith heads for `target` (fp32, lm_head not yet attached).
     Anything vLLM would compute differently from draftsmith is refused by name."""
     head_w = target.model.get_output_embeddings().weight
@@ -132,8 +133,10 @@ def read_vllm(path: Path, config: dict, target) -> MedusaModel:
         if lm.shape[0] == vocab and vd < vocab:  # a whole head: vLLM keeps the token_map rows
             lm = lm[model.d2t]
         # draftsmith drafts through the target's own head: the file's must be exactly its rows
-        rows = head_w.detach()[model.d2t].to(lm.dtype)
-        if lm.shape != rows.shape or not torch.equal(lm, rows):
+        # (up to the rounding of a bf16 / fp16 copy: an export made where the target ran in bf16)
+        rows = head_w.detach()[model.d2t]
+        same = lm.shape == rows.shape and torch.allclose(lm.float(), rows.float(), rtol=1e-2, atol=1e-3)
+        if not same:
             raise DraftsmithError(
                 f"{path} has its own lm_head (lm_heads.{i}), not this target's: draftsmith's Medusa "
                 "drafts through the target's lm_head (train heads with `draftsmith train --method medusa`)"

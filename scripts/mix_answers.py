@@ -1,7 +1,7 @@
 """Write a shuffled mix of committed answer rows: every STEP-th row of a file from START, the first N
 (optionally only rows of one CATEGORY, picked from that slice).
-Why: the fine-tune scripts pick disjoint slices of data/smollm2/ so each continuation sees unseen answers.
-Usage: python docs/results/mix_answers.py OUT SEED NAME:START:STEP:N[:CATEGORY] ...
+Why: the fine-tune recipes pick disjoint slices of data/smollm2/ so each continuation sees unseen answers.
+Usage: python scripts/mix_answers.py OUT SEED NAME:START:STEP:N[:CATEGORY] ...
        (NAME: data/smollm2/NAME.jsonl.gz; CATEGORY: chat, code, math, instruction or complete)
 """
 

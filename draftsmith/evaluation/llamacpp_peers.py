@@ -1,0 +1,196 @@
+"""llama.cpp as a bench peer: llama-server (the pinned build) on the same prompt tokens.
+
+Each peer is one llama-server on loopback: plain decoding, its own n-gram drafting, or one of our
+drafters converted to GGUF (draftsmith.export.gguf) under its speculative type. Requests are greedy
+token-id prompts with no prompt cache, so every run prefills as our engine does. Time is the
+server's own (prompt + generation ms, no HTTP); accepted length comes from its draft counters
+(target steps = tokens - accepted drafts); drafting time from its speculative statistics (log
+level trace), the rest of a round is verification.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from draftsmith.engine.stats import GenerationStats
+from draftsmith.errors import DraftsmithError
+from draftsmith.paths import data_dir
+
+PREFIX = "llamacpp-"
+PEERS = ("llamacpp-plain", "llamacpp-ngram", "llamacpp-dflash", "llamacpp-dspark", "llamacpp-eagle3")
+DRAFT_MAX = 3  # drafts a round: what our default CPU mode verifies (4-row steps)
+STATS = re.compile(
+    r"statistics\s+(\S+): #calls\(b,g,a\) = +(\d+) +(\d+) +(\d+).*?dur\(b,g,a\) = ([\d.]+), ([\d.]+)"
+)
+
+
+def baseline_of(name: str) -> str | None:
+    """The plain run a method's speedup and exactness are measured against in its own engine."""
+    return "llamacpp-plain" if name.startswith(PREFIX) and name != "llamacpp-plain" else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
+    """Our drafter (a directory, or the method's shipped one) as a GGUF, converted once and cached."""
+    from draftsmith.drafters.registry import METHODS
+    from draftsmith.export import gguf, verifier_of
+
+    if method not in METHODS:
+        raise DraftsmithError(f"unknown method {method!r}")
+    src = Path(directory) if directory else None
+    if src is None and method in ("dflash", "dspark"):
+        from draftsmith.drafters.dflash.drafter import shipped_drafter
+
+        src = shipped_drafter(method, target)
+    if src is None:
+        raise DraftsmithError(f"{PREFIX}{method} needs a trained {method} drafter: --drafter {method}=DIR")
+    files = sorted(p for p in Path(src).iterdir() if p.is_file())
+    key = hashlib.sha1(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()[:12]
+    out = data_dir() / "gguf" / f"{method}-{key}.gguf"
+    if not out.is_file():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(".tmp.gguf")
+        gguf.write(Path(src), method, tmp, target, verifier_of(target))
+        tmp.replace(out)
+    return out
+
+
+class LlamaServerPeer:
+    """One llama-server configuration; `run` returns (new tokens, seconds, stats or None)."""
+
+    def __init__(self, name: str, args: list[str], target_gguf: Path, threads: int, log: Path) -> None:
+        from draftsmith.deploy import llamacpp
+
+        self.name = name
+        self.port = free_port()
+        self.log = log
+        self.offset = 0
+        self.last: tuple[int, float] | None = None  # cumulative (draft calls, draft ms)
+        cmd = [str(llamacpp.binary("llama-server")), "-m", str(target_gguf), "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "-t", str(threads), "-tb", str(threads), "-c", "4096", "-np", "1"]
+        cmd += ["--no-webui", "-lv", "4", *args]
+        self.cmd = cmd
+        self.proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise DraftsmithError(f"llama-server for {self.name} exited: {' | '.join(tail)}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.25)
+        self.close()
+        raise DraftsmithError(f"llama-server for {self.name} did not start within {timeout:.0f} s")
+
+    def _draft_totals(self, wait: float = 2.0) -> tuple[int, float] | None:
+        """Cumulative (draft calls, drafting ms) of the newest statistics line (printed as a request
+        ends; polled briefly, since the response may arrive first)."""
+        t0 = time.monotonic()
+        while True:
+            text = self.log.read_text(errors="replace")
+            found = STATS.findall(text[self.offset :])
+            if found:
+                self.offset = len(text)
+                _, _, calls, _, _, ms = found[-1]
+                return int(calls), float(ms)
+            if time.monotonic() - t0 > wait:
+                return None
+            time.sleep(0.02)
+
+    def run(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], float, GenerationStats | None]:
+        body = {
+            "prompt": ids,
+            "n_predict": max_new_tokens,
+            "temperature": 0.0,
+            "top_k": 1,
+            "cache_prompt": False,
+            "return_tokens": True,
+            "stream": False,
+        }
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/completion",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=600) as r:
+            out = json.loads(r.read())
+        t = out.get("timings", {})
+        seconds = (t.get("prompt_ms", 0.0) + t.get("predicted_ms", 0.0)) / 1000
+        tokens = [int(x) for x in out.get("tokens", [])]
+        drafted, accepted = int(t.get("draft_n", 0)), int(t.get("draft_n_accepted", 0))
+        if self.name == "llamacpp-plain":
+            return tokens, seconds, None
+        n = int(t.get("predicted_n", len(tokens)))
+        stats = GenerationStats(new_tokens=n, rounds=max(n - accepted, 1), drafted=drafted)
+        stats.accepted, stats.produced = accepted, n
+        stats.prefill_s, stats.total_s = t.get("prompt_ms", 0.0) / 1000, seconds
+        totals = self._draft_totals()
+        if totals is not None:
+            prev = self.last or (0, 0.0)
+            stats.draft_s = max(totals[1] - prev[1], 0.0) / 1000
+            self.last = totals
+        stats.verify_s = max(t.get("predicted_ms", 0.0) / 1000 - stats.draft_s, 0.0)
+        return tokens, seconds, stats
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> list[str]:
+    """llama-server flags for a peer (drafters: method -> our drafter directory, or absent)."""
+    from draftsmith.export.gguf import SPEC_TYPES
+
+    if name == "llamacpp-plain":
+        return []
+    if name == "llamacpp-ngram":
+        return ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(draft_max)]
+    method = name.removeprefix(PREFIX)
+    path = drafter_gguf(method, drafters.get(method), target)
+    args = ["-md", str(path), "--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", str(draft_max)]
+    if method in ("dflash", "dspark"):
+        args += ["--spec-draft-p-min", "0"]  # fixed draft length, as our 4-row mode drafts
+    return args
+
+
+def start_peers(names: list[str], target, drafters: dict, threads: int, log_dir: Path) -> dict:
+    """One running llama-server per peer (the caller closes them)."""
+    from draftsmith.export.gguf import target_gguf, write_target
+
+    model = target_gguf(target) or write_target(target, data_dir() / "gguf")
+    log_dir.mkdir(parents=True, exist_ok=True)
+    peers: dict[str, LlamaServerPeer] = {}
+    try:
+        for name in names:
+            peers[name] = LlamaServerPeer(
+                name, peer_args(name, target, drafters), model, threads, log_dir / f"{name}.log"
+            )
+    except BaseException:
+        for p in peers.values():
+            p.close()
+        raise
+    return peers

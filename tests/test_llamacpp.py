@@ -1,0 +1,190 @@
+"""llama.cpp as a deployment target and bench peer: the pinned build, GGUF export, llama-server.
+
+The unit tests run anywhere; the end-to-end ones need the pinned llama.cpp that ./setup.sh builds
+(`draftsmith llamacpp install`) and are skipped without it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import urllib.request
+
+import pytest
+import torch
+
+from draftsmith.deploy import llamacpp
+from draftsmith.errors import DraftsmithError
+from draftsmith.evaluation.llamacpp_peers import STATS, baseline_of, free_port
+
+
+def test_cpu_flags_name_what_the_cpu_has_and_never_amx():
+    avx512 = (
+        "flags\t\t: fpu sse4_2 avx avx2 fma f16c bmi2 avx512f avx512_vnni avx512_bf16 amx_tile amx_int8\n"
+    )
+    flags = llamacpp.cpu_flags(avx512)
+    assert "-DGGML_NATIVE=OFF" in flags and "-DGGML_AVX512=ON" in flags and "-DGGML_AVX512_BF16=ON" in flags
+    assert "-DGGML_AMX_INT8=OFF" in flags and "-DGGML_AMX_TILE=OFF" in flags  # SIGILL for batches > 1
+    avx2 = llamacpp.cpu_flags("flags : fpu sse4_2 avx avx2 fma f16c\n")
+    assert "-DGGML_AVX2=ON" in avx2 and "-DGGML_AVX512=OFF" in avx2 and "-DGGML_AVX512_VNNI=OFF" in avx2
+    assert llamacpp.cpu_flags("processor : 0\nFeatures : fp asimd\n") == ["-DGGML_NATIVE=ON"]
+
+
+def test_a_missing_install_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    from draftsmith.cli import main
+
+    monkeypatch.setenv("DRAFTSMITH_LLAMA_CPP", str(tmp_path / "none"))
+    with pytest.raises(DraftsmithError, match="draftsmith llamacpp install"):
+        llamacpp.binary("llama-server")
+    assert main(["llamacpp", "path"]) == 2
+    assert "not installed" in capsys.readouterr().err
+    with pytest.raises(DraftsmithError, match="sha256"):
+        (tmp_path / "a.tar.gz").write_bytes(b"not the archive")
+        llamacpp.install(archive=tmp_path / "a.tar.gz")
+
+
+def test_the_speculative_statistics_line_parses():
+    line = (
+        "0.34.526.761 I spec common_specu: statistics     draft-dspark: "
+        "#calls(b,g,a) =    1     41     41, "
+        "#gen drafts =     41, #acc drafts =    12, #gen tokens =    123, #acc tokens =    21, "
+        "#mean acc len = 1.51, #acc rate/pos = (0.293, 0.171, 0.049), dur(b,g,a) = 0.002, 3796.651, 0.035 ms"
+    )
+    kind, _, calls, _, _, ms = STATS.findall(line)[0]
+    assert (kind, int(calls), float(ms)) == ("draft-dspark", 41, 3796.651)
+    assert baseline_of("llamacpp-dspark") == "llamacpp-plain" and baseline_of("dspark") is None
+    assert baseline_of("llamacpp-plain") is None
+
+
+needs_llamacpp = pytest.mark.skipif(not llamacpp.installed(), reason="llama.cpp not built (./setup.sh)")
+PROMPTS = [
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "What is 12 times 7? Explain step by step.",
+    'def is_prime(n):\n    """Return True if n is prime."""',
+]
+DRAFT = re.compile(r"seq_id +0, draft candidate +0, pos +(\d+): +(\d+)")
+
+
+@pytest.fixture(scope="module")
+def real_target():
+    from draftsmith.api import load_target
+
+    return load_target(None)
+
+
+def our_first_drafts(target, method: str, ids: list[int], k: int = 3) -> list[int]:
+    from draftsmith.drafters.registry import METHODS
+    from draftsmith.engine.decode import speculative_generate
+
+    first: list[list[int]] = []
+
+    class Recording(METHODS[method]):
+        def propose(self, tokens, k, params, generator):
+            d = super().propose(tokens, k, params, generator)
+            first.append(d.tokens.tolist())
+            return d
+
+    drafter = Recording.build(target)
+    speculative_generate(target.runner, drafter, ids, target.stop_rule(2), k=k, adaptive=False)
+    return first[0]
+
+
+def llamacpp_first_drafts(target_gguf, drafter_gguf, method: str, prompts: list[list[int]], log) -> list:
+    """Each prompt's first drafted block in llama-server (its debug log lists the draft candidates)."""
+    from draftsmith.export.gguf import SPEC_TYPES
+
+    port = free_port()
+    cmd = [str(llamacpp.binary("llama-server")), "-m", str(target_gguf), "-md", str(drafter_gguf)]
+    cmd += ["--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", "3", "--spec-draft-p-min", "0"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port), "-t", "2", "-np", "1", "-c", "2048", "-lv", "5"]
+    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        peer_ready(port, proc)
+        out = []
+        for ids in prompts:
+            start = len(log.read_text(errors="replace"))
+            body = {"prompt": ids, "n_predict": 2, "temperature": 0, "top_k": 1, "cache_prompt": False}
+            req = urllib.request.Request(
+                f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode()
+            )
+            urllib.request.urlopen(req, timeout=120).read()
+            found = [(int(p), int(t)) for p, t in DRAFT.findall(log.read_text(errors="replace")[start:])]
+            block = []
+            for pos, tok in found:  # the first round: positions 0, 1, 2 in order
+                if pos != len(block):
+                    break
+                block.append(tok)
+            out.append(block)
+        return out
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def peer_ready(port: int, proc, timeout: float = 120.0) -> None:
+    import time
+
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        assert proc.poll() is None, "llama-server exited"
+        try:
+            if urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).status == 200:
+                return
+        except OSError:
+            time.sleep(0.25)
+    raise AssertionError("llama-server did not start")
+
+
+@needs_llamacpp
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ["dspark", "dflash"])
+def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
+    tmp_path, real_target, method
+):
+    """`export --format gguf` of the shipped drafter: llama-server loads it and its first drafts are
+    ours (llama.cpp's Q4 kernels round the target's states differently, so a rare close call may
+    differ: at least 7 of the first 9 drafted tokens, and every prompt's first draft, must agree)."""
+    from draftsmith.drafters.dflash.drafter import shipped_drafter
+    from draftsmith.export import verifier_of
+    from draftsmith.export.gguf import target_gguf, write
+
+    with torch.no_grad():
+        src = shipped_drafter(method, real_target)
+        gguf = write(src, method, tmp_path / "d", real_target, verifier_of(real_target))
+        prompts = [real_target.encode(p) for p in PROMPTS]
+        ours = [our_first_drafts(real_target, method, ids) for ids in prompts]
+    theirs = llamacpp_first_drafts(target_gguf(real_target), gguf, method, prompts, tmp_path / "server.log")
+    assert all(len(t) == 3 for t in theirs), theirs
+    same = sum(a == b for o, t in zip(ours, theirs, strict=True) for a, b in zip(o, t, strict=False))
+    assert all(o[0] == t[0] for o, t in zip(ours, theirs, strict=True)), (ours, theirs)
+    assert same >= 7, (ours, theirs)
+
+
+@needs_llamacpp
+@pytest.mark.slow
+def test_bench_runs_llama_cpp_peers_beside_our_engine(tmp_path, real_target):
+    """One interleaved bench with llama.cpp plain and DSpark: tokens, accepted length from its
+    counters, drafting time from its statistics, exact against llama.cpp's own plain decoding."""
+    from draftsmith.evaluation.bench import markdown_table, run_bench
+    from draftsmith.evaluation.suites import Prompt
+
+    prompts = {"mix": [Prompt(id=f"p{i}", text=t, suite="mix") for i, t in enumerate(PROMPTS[:2])]}
+    methods = ["plain", "llamacpp-plain", "llamacpp-dspark"]
+    res = run_bench(
+        real_target,
+        prompts,
+        methods,
+        repeats=1,
+        max_new_tokens=24,
+        progress=False,
+        llamacpp_logs=str(tmp_path / "logs"),
+    )
+    by = {s.method: s for s in res.summaries if s.suite == "mix"}
+    peer = by["llamacpp-dspark"]
+    assert peer.identical == 2 and peer.baseline == "llamacpp-plain" and peer.tau and peer.tau > 1.0
+    assert peer.draft_ms and peer.draft_ms > 0 and peer.verify_ms and peer.verify_ms > 0
+    assert by["llamacpp-plain"].same_as_plain is not None and by["plain"].same_as_plain is None
+    assert all(r.tokens for r in res.records)
+    assert "llamacpp-dspark" in markdown_table(res.summaries)
+    assert (tmp_path / "logs" / "llamacpp-dspark.log").is_file()

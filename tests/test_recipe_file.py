@@ -1,0 +1,58 @@
+"""Training recipes as TOML files: `draftsmith train --recipe FILE` expands them into flags."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from draftsmith.errors import DraftsmithError
+from draftsmith.training.recipe_file import expand_recipe, recipe_args
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_a_recipe_expands_to_flags_the_command_line_overrides(tmp_path):
+    recipe = tmp_path / "r.toml"
+    recipe.write_text(
+        'method = "dspark"\nsteps = 700\nlr = 5e-4\nqk-norm = true\nsurvival = false\ncache = "c"\n'
+    )
+    argv = expand_recipe(["train", "--out", "o", "--recipe", str(recipe), "--steps", "5"])
+    assert argv[:1] == ["train"]
+    flags = argv[1:]
+    assert flags[:2] == ["--method", "dspark"] and "--qk-norm" in flags and "--no-survival" in flags
+    assert flags[flags.index("--cache") + 1] == str(tmp_path / "c")  # relative to the recipe file
+    assert flags[-2:] == ["--steps", "5"] and flags.index("--steps") < flags.index("--out")
+    from draftsmith.cli import build_parser
+
+    args = build_parser(train_options=True).parse_args(argv)
+    assert (args.steps, args.lr, args.opt_qk_norm, args.opt_survival) == (5, 5e-4, True, False)
+    assert expand_recipe(["bench", "--recipe", "x"]) == ["bench", "--recipe", "x"]
+
+
+def test_bad_recipes_get_one_line_errors(tmp_path, capsys):
+    from draftsmith.cli import main
+
+    with pytest.raises(DraftsmithError, match="not found"):
+        recipe_args(tmp_path / "missing.toml")
+    (tmp_path / "bad.toml").write_text("steps = = 3\n")
+    with pytest.raises(DraftsmithError, match="not valid TOML"):
+        recipe_args(tmp_path / "bad.toml")
+    (tmp_path / "list.toml").write_text("steps = [1, 2]\n")
+    with pytest.raises(DraftsmithError, match="number, string or true/false"):
+        recipe_args(tmp_path / "list.toml")
+    assert main(["train", "--recipe", str(tmp_path / "missing.toml")]) == 2
+    assert "recipe file not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["dflash", "dspark"])
+def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
+    """The recipes the shipped pair rebuilds from: valid flags, and the public formats' recipe."""
+    from draftsmith.cli import build_parser
+    from draftsmith.training.recipe import options_from_args, recipe_for
+
+    recipe = ROOT / "recipes" / f"smollm2-{method}.toml"
+    argv = expand_recipe(["train", "--recipe", str(recipe), "--out", "x"])
+    args = build_parser(train_options=True).parse_args(argv)
+    opts = options_from_args(recipe_for(args.method), args)
+    assert args.method == method and opts.qk_norm and opts.lookup_input == 0 and not opts.anchor_context
