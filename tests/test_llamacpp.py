@@ -188,3 +188,40 @@ def test_bench_runs_llama_cpp_peers_beside_our_engine(tmp_path, real_target):
     assert all(r.tokens for r in res.records)
     assert "llamacpp-dspark" in markdown_table(res.summaries)
     assert (tmp_path / "logs" / "llamacpp-dspark.log").is_file()
+
+
+def test_the_llamacpp_round_model_predicts_from_the_verify_curve(tmp_path):
+    """speedup = (prefill + n T(1)) / (prefill + n / tau (T(1 + d) + drafting)), T interpolated."""
+    from draftsmith.planning.llamacpp import VerifyCurve, break_even, compare, predict
+
+    curve = VerifyCurve((1, 2, 4, 8), (0.010, 0.013, 0.018, 0.030), "test")
+    assert curve.step_s(3) == pytest.approx(0.0155) and curve.step_s(16) == pytest.approx(0.060)
+    assert curve.relative()[4] == 1.8
+    assert predict(curve, 2.0, 2.0, 0.002, 100, 0.0) == pytest.approx(0.010 * 2 / (0.0155 + 0.002))
+    assert break_even(curve, 0.0) == pytest.approx(1.8)  # 3 drafts: a 4-token step
+    stats = {"rounds": 50, "drafted": 150, "draft_s": 0.1, "new_tokens": 100, "prefill_s": 0.05}
+    bench = {
+        "summaries": [
+            {"suite": "code", "method": "llamacpp-dspark", "tau": 2.0, "rounds": 50, "speedup_median": 1.1},
+            {"suite": "code", "method": "llamacpp-plain", "tau": None, "rounds": None},
+            {"suite": "code", "method": "dspark", "tau": 2.2, "rounds": 40},
+        ],
+        "records": [{"method": "llamacpp-dspark", "suite": "code", "stats": stats}],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    (row,) = compare(curve, tmp_path / "b.json")
+    assert (row.method, row.drafts, row.draft_ms, row.measured) == ("llamacpp-dspark", 3.0, 2.0, 1.1)
+    assert row.predicted == pytest.approx(predict(curve, 2.0, 3.0, 0.002, 100, 0.05), abs=1e-3)
+
+
+def test_plan_engine_llamacpp_errors_are_one_line(tmp_path, capsys):
+    from draftsmith.cli import main
+
+    assert main(["plan", "--engine", "llamacpp"]) == 2
+    assert "add --measure" in capsys.readouterr().err
+    assert main(["plan", "--engine", "llamacpp", "--measure", "--bench", str(tmp_path / "no.json")]) == 2
+    assert "bench result not found" in capsys.readouterr().err
+    (tmp_path / "m.safetensors").write_bytes(b"x")
+    model = str(tmp_path / "m.safetensors")
+    assert main(["plan", "--engine", "llamacpp", "--measure", "--model", model]) == 2
+    assert "measures a GGUF file" in capsys.readouterr().err

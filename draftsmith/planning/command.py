@@ -39,6 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="this machine: load the model, use its calibrated step costs "
         "(with --bench: predicted against measured tok/s)",
     )
+    g.add_argument(
+        "--engine",
+        choices=["draftsmith", "llamacpp"],
+        default="draftsmith",
+        help="--measure: whose step costs (llamacpp: llama-bench's verify curve on the target's GGUF; with "
+        "--bench, its llama.cpp peers predicted against measured)",
+    )
     g.add_argument("--dtype", default=None, help="--measure: dtype to load (default: the bench's, else auto)")
     g.add_argument(
         "--fixed-rows", type=fixed_rows_arg, default=None, help="--measure: auto (default), mixed, 0, 2..16"
@@ -81,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
     from draftsmith.planning import bench_file, hardware, model_spec
     from draftsmith.planning.plan import build
     from draftsmith.planning.render import markdown
+
+    if getattr(args, "engine", "draftsmith") == "llamacpp":
+        return _llamacpp(args)
 
     bench = bench_file.load(args.bench) if args.bench else None  # bad files fail before any model load
     link = hardware.pcie(args.pcie)
@@ -153,3 +163,30 @@ def _measured(args: argparse.Namespace, bench, options: dict):
     plan = build(steps.spec, measured=steps, **options)
     plan.notes[:0] = machine.notes()
     return comparison, plan
+
+
+def _llamacpp(args: argparse.Namespace) -> int:
+    """`plan --measure --engine llamacpp [--bench B]`: llama.cpp's verify curve on this machine and, from
+    a bench's llama.cpp peers, each one's predicted speedup next to the measured one."""
+    import torch
+
+    from draftsmith.planning import llamacpp
+
+    if not args.measure:
+        raise DraftsmithError("--engine llamacpp measures this machine: add --measure")
+    if args.bench and not Path(args.bench).is_file():
+        raise DraftsmithError(f"bench result not found: {args.bench}")
+    model = args.model
+    if model is None:
+        from draftsmith.models.loading import default_target_file
+
+        model = default_target_file()
+    if not str(model).endswith(".gguf") or not Path(model).is_file():
+        raise DraftsmithError(f"--engine llamacpp measures a GGUF file, not {model!r}")
+    curve = llamacpp.measure_curve(model, torch.get_num_threads())
+    rows = llamacpp.compare(curve, args.bench) if args.bench else []
+    if args.json:
+        print(json.dumps({"curve": curve.__dict__, "predicted_vs_measured": [r.to_json() for r in rows]}))
+    else:
+        print(llamacpp.report(curve, rows))
+    return 0
