@@ -694,6 +694,10 @@ def cmd_methods(args: argparse.Namespace) -> int:
         print(f"{name:14s} {cls.description}{exports}")
     for name in PEERS:
         print(f"{name:14s} peer (bench only): Hugging Face transformers generate")
+    from draftsmith.evaluation.llamacpp_peers import PEERS as LLAMACPP
+
+    for name in LLAMACPP:
+        print(f"{name:14s} peer (bench only): llama-server (the pinned llama.cpp build)")
     return 0
 
 
@@ -728,6 +732,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.draft_margin is not None and not 0 <= args.draft_margin < 10:
         raise DraftsmithError(f"--draft-margin must be in [0, 10), got {args.draft_margin}")
     options = {m: _drafter_options(args, m) for m in methods}  # bad --drafter values fail before the load
+    api_key = args.api_key or os.environ.get("DRAFTSMITH_API_KEY") or None
+    if api_key is None and args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"warning: serving on {args.host} without an API key: anyone who reaches this port can use "
+            "it (pass --api-key or set DRAFTSMITH_API_KEY)",
+            file=sys.stderr,
+        )
     from draftsmith.serving.server import build_app, serve
 
     if args.max_batch > 1:
@@ -745,6 +756,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         k=args.k,
         draft_margin=args.draft_margin,
         stream_interval=args.stream_interval_ms / 1000,
+        api_key=api_key,
     )
     names = ", ".join([target.name, *(f"{target.name}:{m}" for m in methods)])
     print(f"serving models {names} at http://{args.host}:{args.port}/v1", file=sys.stderr)
@@ -1070,6 +1082,11 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument(
+        "--api-key",
+        default=None,
+        help="require `Authorization: Bearer KEY` on the API (default: $DRAFTSMITH_API_KEY, else open)",
+    )
     p.add_argument(
         "--max-batch",
         type=int,

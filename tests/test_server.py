@@ -479,3 +479,36 @@ def test_streamed_text_emitted_close_together_is_merged_and_nothing_is_lost(inte
     texts = [e.text for e in events if isinstance(e, TextDelta)]
     assert "".join(texts) == "abc" and isinstance(events[-1], Finished)
     assert texts == (["a", "b", "c"] if interval == 0 else ["a", "bc"])  # the first goes at once
+
+
+def test_api_key_guards_the_api_for_the_openai_client():
+    """--api-key: the OpenAI client's Bearer token with the right key is served; a wrong key or none
+    is a 401 in OpenAI's shape; /health stays open."""
+    app = build_app(tiny_target(), ["plain"], max_batch=1, api_key="s3cret")
+    with BackgroundServer(app) as url:
+        ok = openai_client(url).with_options(api_key="s3cret")
+        out = ok.completions.create(model=MODEL, prompt=PROMPTS[0], max_tokens=4, temperature=0)
+        assert out.choices[0].text is not None and out.usage.completion_tokens > 0
+        with pytest.raises(openai.AuthenticationError) as wrong:
+            openai_client(url).with_options(api_key="wrong").models.list()
+        assert wrong.value.status_code == 401 and wrong.value.code == "invalid_api_key"
+        with httpx.Client(base_url=url, trust_env=False, timeout=60) as c:
+            none = c.post(
+                "/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            )
+            assert none.status_code == 401 and none.json()["error"]["code"] == "invalid_api_key"
+            assert c.get("/metrics").status_code == 401 and c.get("/health").status_code == 200
+
+
+def test_serving_beyond_loopback_without_a_key_warns(capsys, monkeypatch):
+    from unittest.mock import patch
+
+    from draftsmith.cli import main
+
+    monkeypatch.delenv("DRAFTSMITH_API_KEY", raising=False)
+    with patch("draftsmith.cli._load_target", side_effect=KeyboardInterrupt):  # stop before loading
+        assert main(["serve", "--host", "0.0.0.0", "--method", "plain"]) == 130
+    assert "without an API key" in capsys.readouterr().err
+    with patch("draftsmith.cli._load_target", side_effect=KeyboardInterrupt):
+        assert main(["serve", "--host", "0.0.0.0", "--method", "plain", "--api-key", "k"]) == 130
+    assert "without an API key" not in capsys.readouterr().err

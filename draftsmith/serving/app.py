@@ -8,6 +8,7 @@ and a non-streamed run of the same greedy request return the same text.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -111,14 +112,32 @@ async def _collect(handle: RequestHandle, request: Request) -> Finished:
         handle.cancel()
 
 
+def require_api_key(app: FastAPI, api_key: str) -> None:
+    """Every /v1 route and /metrics answer 401 unless the request carries `Authorization: Bearer
+    KEY` (what the OpenAI client sends); /health stays open for load balancers, as in vLLM."""
+    expected = f"Bearer {api_key}".encode()
+
+    @app.middleware("http")
+    async def _check_key(request: Request, call_next):
+        path = request.url.path
+        if path.startswith("/v1/") or path == "/metrics":
+            given = request.headers.get("authorization", "").encode()
+            if not hmac.compare_digest(given, expected):
+                body = error_body(401, "Incorrect or missing API key", code="invalid_api_key")
+                return JSONResponse(body, status_code=401)
+        return await call_next(request)
+
+
 def create_app(
     engine: Engine,
     encoder: PromptEncoder,
     model_name: str,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
+    api_key: str | None = None,
 ) -> FastAPI:
     """The app for one target. Model ids: `model_name` (the first method) and `model_name:METHOD`
-    for every served method, so a client picks the decoding method through the `model` field."""
+    for every served method, so a client picks the decoding method through the `model` field.
+    api_key: required as a Bearer token on every API route (None: open)."""
     models = {model_name: engine.methods[0], **{f"{model_name}:{m}": m for m in engine.methods}}
 
     @asynccontextmanager
@@ -131,6 +150,8 @@ def create_app(
 
     app = FastAPI(title="draftsmith", description="OpenAI-compatible speculative decoding", lifespan=lifespan)
     install_error_handlers(app, on_invalid=lambda: engine.metrics.count("invalid"))
+    if api_key:
+        require_api_key(app, api_key)
     app.state.engine = engine
 
     def method_of(model: str) -> str:

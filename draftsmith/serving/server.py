@@ -35,6 +35,7 @@ def build_app(
     cost=None,
     draft_margin: float | None = None,
     stream_interval: float = STREAM_INTERVAL_S,
+    api_key: str | None = None,
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
@@ -45,6 +46,7 @@ def build_app(
     measured here on first use when `cost` is not given). draft_margin: how much faster a batched
     drafting step must be forecast than a plain one (None: the decoder's default). stream_interval:
     text committed within this many seconds of the last streamed delta joins the next one.
+    api_key: required as `Authorization: Bearer KEY` on the API routes (None: open).
     """
     if max_batch < 1:
         raise DraftsmithError(f"--max-batch must be >= 1, got {max_batch}")
@@ -73,7 +75,7 @@ def build_app(
             stream_interval=stream_interval,
         )
     prompts = PromptEncoder(target, getattr(engine, "max_context", None))
-    return create_app(engine, prompts, model_name or target.name, default_max_tokens)
+    return create_app(engine, prompts, model_name or target.name, default_max_tokens, api_key)
 
 
 def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
