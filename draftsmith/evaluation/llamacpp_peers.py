@@ -71,10 +71,13 @@ def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
 class LlamaServerPeer:
     """One llama-server configuration; `run` returns (new tokens, seconds, stats or None)."""
 
-    def __init__(self, name: str, args: list[str], target_gguf: Path, threads: int, log: Path) -> None:
+    def __init__(
+        self, name: str, args: list[str], target_gguf: Path, threads: int, log: Path, eos: frozenset[int]
+    ) -> None:
         from draftsmith.deploy import llamacpp
 
         self.name = name
+        self.eos = eos  # our engine's outputs end before the end-of-sequence token: so do these
         self.port = free_port()
         self.log = log
         self.offset = 0
@@ -85,6 +88,7 @@ class LlamaServerPeer:
         self.cmd = cmd
         self.proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
         self._wait_ready()
+        self.run([1, 2, 3, 4], 8)  # warm up (graph allocation, first-touch pages) outside the timings
 
     def _wait_ready(self, timeout: float = 120.0) -> None:
         t0 = time.monotonic()
@@ -137,6 +141,8 @@ class LlamaServerPeer:
         t = out.get("timings", {})
         seconds = (t.get("prompt_ms", 0.0) + t.get("predicted_ms", 0.0)) / 1000
         tokens = [int(x) for x in out.get("tokens", [])]
+        while tokens and tokens[-1] in self.eos:
+            tokens.pop()
         drafted, accepted = int(t.get("draft_n", 0)), int(t.get("draft_n_accepted", 0))
         if self.name == "llamacpp-plain":
             return tokens, seconds, None
@@ -187,7 +193,12 @@ def start_peers(names: list[str], target, drafters: dict, threads: int, log_dir:
     try:
         for name in names:
             peers[name] = LlamaServerPeer(
-                name, peer_args(name, target, drafters), model, threads, log_dir / f"{name}.log"
+                name,
+                peer_args(name, target, drafters),
+                model,
+                threads,
+                log_dir / f"{name}.log",
+                target.eos_ids,
             )
     except BaseException:
         for p in peers.values():
