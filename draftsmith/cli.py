@@ -59,7 +59,7 @@ def _batched_dtype(args: argparse.Namespace) -> None:
     """Batched decoding on CPU: "auto" means float32 rather than the bf16 that single-request
     decoding gets. bf16 rounds by step shape and a batched step's shape follows the load, so only
     fp32 keeps a request's output independent of its neighbours; and bf16 steps of 32+ slots ran
-    3x slower than fp32 ones (`data throughput`, session 18)."""
+    3x slower than fp32 ones (`data throughput`)."""
     from draftsmith.models.loading import resolve_device
 
     if args.dtype == "auto" and resolve_device(args.device).type == "cpu":
@@ -401,7 +401,7 @@ def cmd_data(args: argparse.Namespace) -> int:
                 raise DraftsmithError("--engine openai needs --base-url and --model")
             engine = openai_engine(args.base_url, args.model, cfg, args.api_key, args.concurrency)
         else:
-            if args.batch > 1:  # bf16 batched decoding runs ~3x slower than fp32 on CPU (session 18)
+            if args.batch > 1:  # bf16 batched decoding runs ~3x slower than fp32 on CPU
                 _batched_dtype(args)
             engine = local_engine(_load_target(args), cfg)
         print(json.dumps(regenerate(args.prompts, args.out, engine, limit=args.limit)))
@@ -865,7 +865,7 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         "--keep-unlearnable",
         action="store_true",
         help="cache: keep rows with no answer token inside --max-len (left out by default: a full "
-        "target pass each for nothing to learn; the held-out sets documented before session 22 had them)",
+        "target pass each for nothing to learn; held-out sets of older versions had them)",
     )
     p.add_argument(
         "--layers", default="auto", help="cache: target layers, e.g. 1,8,14,20,27 (auto: 5 spaced)"
@@ -959,7 +959,7 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
         "--keep-unlearnable",
         action="store_true",
         help="also score rows with no answer token inside --max-len (each counts as tau 1; "
-        "scores documented before session 22 include them)",
+        "scores documented by older draftsmith versions include them)",
     )
     _add_target_args(p)
     p.set_defaults(func=cmd_score)

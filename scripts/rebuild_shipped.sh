@@ -3,7 +3,7 @@
 # Each continues the drafter of the earlier lineage (git commit BASE, which holds it) by the recipe in
 # recipes/smollm2-METHOD.toml on a fixed mix of committed answers, scored on the committed dev set;
 # DSpark's confidence head then gets its STS scales. Outputs: WORK/dspark, WORK/dflash.
-# Usage: scripts/rebuild_shipped.sh [WORK]   (~75 min on 2 cores: caches ~15, DSpark ~35, DFlash ~25)
+# Usage: scripts/rebuild_shipped.sh [WORK]   (~50 min on 2 cores: caches ~15, DSpark ~23, DFlash ~8, STS ~2)
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 W=${1:-/tmp/draftsmith-rebuild}; BASE=${BASE:-266a02c}; mkdir -p "$W"

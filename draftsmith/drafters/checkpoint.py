@@ -81,7 +81,7 @@ def save_model(model: torch.nn.Module, directory: str | Path, dtype: torch.dtype
 
 
 def check_finite(state: dict[str, torch.Tensor], where: object) -> None:
-    """Refuse NaN or inf weights: a diverged training run saves them (session 29's GPU run had one),
+    """Refuse NaN or inf weights: a diverged training run saves them (an earlier GPU run had one),
     and a drafter made of them drafts nothing (lossless, but never accepted), silently."""
     bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:

@@ -27,11 +27,11 @@ from draftsmith.errors import DraftsmithError
 
 SOFT_MIN_MATCH = 2
 """Shortest suffix match whose next token DSpark's walk is steered to. With the bonus below it lifted
-teacher-forced walk tau on dev answers over the hard switch alone on every suite (session 28,
-docs/results/session28/: 2.057 -> 2.101 on answers held out from the grid that chose it)."""
+teacher-forced walk tau on dev answers over the hard switch alone on every suite (2.057 -> 2.101
+on answers held out from the grid that chose it; docs/experiments.md)."""
 
 LOOKUP_BONUS = 4.0
-"""Default logit bonus for that token (session 28's grid on dev answers 0-14: bonuses 1, 2, 4 and 8 at
+"""Default logit bonus for that token (an earlier grid on dev answers 0-14: bonuses 1, 2, 4 and 8 at
 minimum matches of 1, 2 and 3; 4 at 2 led, and held on answers 15-29)."""
 
 
@@ -79,7 +79,7 @@ class HybridDrafter(Drafter):
         lookup copies text the context already holds, so the engine verifies all it drafted (up to the
         history length + 1 the engine asked for), unless the rows cost more than certain tokens earn.
         Cutting lookups by the history rule instead lost 0.01-0.02x in two interleaved benches
-        (docs/BENCHMARKS.md, sessions 31 and 32)."""
+        (docs/experiments.md)."""
         return self.learned.token_probs if self.source == "dspark" else [1.0] * self.default_k
 
     @classmethod

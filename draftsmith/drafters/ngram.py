@@ -36,7 +36,7 @@ def lookup(seq: np.ndarray, k: int, max_ngram: int, min_ngram: int) -> tuple[np.
     """Up to k tokens that followed an earlier occurrence of the longest suffix of `seq` of
     min_ngram..max_ngram tokens, and that suffix's length (empty and 0 when none matches). In numpy:
     the hybrid runs it at every slot of every DSpark round, where torch's per-call overhead cost
-    ~107 against ~30 us a call on a 2-core CPU (session 28)."""
+    ~107 against ~30 us a call on a 2-core CPU."""
     last = len(seq) - 1
     ends = np.flatnonzero(seq[:last] == seq[last]) if last > 0 else np.zeros(0, np.int64)
     length = np.ones(len(ends), dtype=np.int64)  # each earlier occurrence's match, extended backwards

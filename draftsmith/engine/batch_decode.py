@@ -77,13 +77,13 @@ EXPLORE_DEPTH = 3  # drafts per exploring request while drafting does not pay
 EXPLORE_EVERY = 8  # steps between full drafts while drafting pays
 # ...while it does not: from 32 steps, doubling each time the gate still declines at the same
 # load, to 256. An explore step is a ragged step the gate did not want; at 16 users exploring every
-# 32 steps cost ~2% (docs/BENCHMARKS.md, session 12), and a long refusal at one load is evidence
+# 32 steps cost ~2% (docs/experiments.md), and a long refusal at one load is evidence
 DECLINED_EVERY = (32, 256)
 # a drafting step must be forecast this much faster than a plain one: the forecast is built from
 # running means and a table, and at 8 users a forecast gain inside this band measured 0.90-1.12x
 DRAFT_MARGIN = 0.05
 # how far one step may move the gate's forecast correction (real step time / forecast): at 4 users
-# drafting steps ran 1.12x their forecast and plain steps 0.94x (session 15)
+# drafting steps ran 1.12x their forecast and plain steps 0.94x
 FORECAST_ERROR_BOUND = 1.25
 
 
@@ -285,7 +285,7 @@ class BatchDecoder:
             ratio = min(max(seconds / forecast, 1 / FORECAST_ERROR_BOUND), FORECAST_ERROR_BOUND)
             # from a prior of 1: the first drafting step runs before any drafting time is known, so
             # its forecast lacks that part, and taking its ratio whole kept a fresh server from
-            # drafting at one user for 130 steps where drafting made 1.27x (session 16)
+            # drafting at one user for 130 steps where drafting made 1.27x
             _running_mean(self.forecast_error, (drafting, load(slots)), ratio, prior=1.0)
         return done
 
@@ -314,7 +314,7 @@ class BatchDecoder:
         elif self.schedule != "fixed":
             # one request shares its step with nobody: its own sizing (as `generate` sizes drafts)
             # is the whole decision. The gate's forecast errs by 5-10% where drafting gains 10-30%
-            # at one user, and declining there cost DSpark 1.15-1.28x -> ~1.0x plain (session 16)
+            # at one user, and declining there cost DSpark 1.15-1.28x -> ~1.0x plain
             self._drafting = len(runs) == 1 or self._drafting_pays(runs)
             if self._drafting:
                 self._declines = 0
@@ -436,7 +436,7 @@ class BatchDecoder:
         # a call that first feeds the states queued while a request did not draft (the prompt's,
         # the plain steps') costs more than drafting does while it goes on: it is timed apart, so
         # steady drafting is not priced by its catch-up, nor a catch-up (what a gate that rarely
-        # drafts always pays) by steady drafting (session 17, 8 users: priced at 0, never observed)
+        # drafts always pays) by steady drafting (8 users: priced at 0, never observed)
         steady = all(run.drafted_last for run in runs)
         timers = self.draft_time if steady else self.catchup_time
         timers.setdefault(runs[0].drafter.name, DraftTime()).observe(units, seconds)
@@ -468,7 +468,7 @@ class BatchDecoder:
         # the margin guards starting to draft, not going on: a spell that keeps drafting while its
         # forecast gain sits inside the margin would otherwise flap (each resumption first feeds the
         # drafters their backlog); at one user the gate stopped at a forecast +4% where drafting
-        # steps measured +11% (session 16)
+        # steps measured +11%
         margin = 0.0 if self._drafting else self.margin
         drafting = depth > 0 and expected / drafting_s > (1 + margin) * plain_tokens / plain_s
         b = len(runs)  # what the chosen kind of step was forecast to take, before the correction
@@ -482,7 +482,7 @@ class BatchDecoder:
         the measured time each kind of step spends outside drafting and the forward, and the
         step-cost table. None without a cost table or a request that drafts."""
         # each request drafts what its own history makes worth drafting (as `_step` sizes it), so
-        # the forecast prices that, not the method's full k (session 16: pricing DSpark's k = 7
+        # the forecast prices that, not the method's full k (pricing DSpark's k = 7
         # when it drafts ~3 doubled the forecast drafting time at one user)
         sized = {run.slot: self._sized(run, run.k) for run in runs if run.k}
         drafting = [run for run in runs if sized.get(run.slot)]
@@ -492,7 +492,7 @@ class BatchDecoder:
         survivals = [survival_from_history(self.history(run), sized[run.slot]) for run in drafting]
         depth = best_depth(survivals, self.cost, max(sized.values()))
         # tokens: what drafting steps have yielded (the request's own, else its method's), else the
-        # history's forecast. Session 16, one user: the history said 1.25-1.43 tokens a drafting
+        # history's forecast. One user: the history said 1.25-1.43 tokens a drafting
         # step, the steps made 1.54, and the gate declined where drafting ran 1.26x plain
         expected = float(b)
         for run, s in zip(drafting, survivals, strict=True):

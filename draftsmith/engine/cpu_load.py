@@ -1,7 +1,7 @@
 """How much of the machine other processes used while we timed something.
 
 Step-cost tables are measured once and cached: they pick the matmul layout of every step and the
-draft length of every later run. One measured while another job shared the cores (session 22: a
+draft length of every later run. One measured while another job shared the cores (a
 regeneration ran, the cached plan drafted 1 token a round) silently slows everything after it. A
 load check before the measurement misses jobs that start during it, and the load average lags by
 minutes, so this measures during the timed block itself: machine-wide busy time from /proc/stat

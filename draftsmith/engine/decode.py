@@ -174,7 +174,7 @@ def speculative_generate(
         if cost and k_round and stats.rounds % 8 != 7:  # every 8th round: full draft
             length = best_length(k_round, cost, history)  # decided before drafting: no wasted guesses
             # the prob rule drafts one slot more and cuts after drafting: drafting the whole block every
-            # round cost more than its cuts saved (session 29's bench; session 30's replay: +0.036x)
+            # round cost more than its cuts saved (an earlier bench; an earlier replay: +0.036x)
             k_round = min(k_round, length + 1) if by_prob else length
         t0 = now(device)
         draft = drafter.propose(tokens, k_round, params, rng) if k_round > 0 else Draft.empty(device)

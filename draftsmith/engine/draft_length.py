@@ -62,7 +62,7 @@ def best_length(proposed: int, cost: dict[int, float], history: AcceptanceHistor
 def modelled_rate(proposed: int, cost: dict[int, float], history: AcceptanceHistory) -> float:
     """Tokens/s the running acceptance expects at its best length: the price of an extra step row for
     length_by_probs. Read from the step-cost table, not the clock, so drafts repeat run to run
-    (session 31's replay: 1.236x against 1.234x for the request's measured rate)."""
+    (an earlier replay: 1.236x against 1.234x for the request's measured rate)."""
     return _best(max(proposed, 0), cost, history)[1]
 
 
@@ -75,13 +75,13 @@ request's running acceptance per position (best_length)."""
 def length_by_probs(probs: Sequence[float], proposed: int, cost: dict[int, float], rate: float) -> int:
     """Draft length in [0, proposed] that maximises the round's expected tokens minus the tokens its
     extra step time could have made at `rate` (tokens/s): draft j survives with the product of the
-    drafter's probabilities of the first j. Session 29 replayed dev answers on a 2-core CPU (fp32):
+    drafter's probabilities of the first j. A replay of dev answers on a 2-core CPU (fp32):
     these probabilities tell accepted drafts from rejected ones better than DSpark's confidence head
     (first-slot AUC 0.82 against 0.77) and this rule beat `best_length` (1.187x against 1.157x). In
     the interleaved bench it raised tau (1.59 against 1.55) but not speed (1.134x against 1.151x):
-    drafting every round's full block cost +1.9 ms a round. Since session 30 the engine drafts only
+    drafting every round's full block cost +1.9 ms a round. The engine drafts only
     best_length's length + 1 before this cut, and it is DFlash/DSpark's default: 1.20x against 1.16x
-    for best_length alone in an interleaved bench (docs/BENCHMARKS.md, session 30)."""
+    for best_length alone in an interleaved bench (docs/experiments.md)."""
     if not cost or proposed <= 0:
         return proposed
     best_k, best = 0, 1.0 - rate * cost[1]

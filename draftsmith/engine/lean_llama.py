@@ -91,7 +91,7 @@ HEAD_SMALL = 3
 """Rows up to which the lm_head runs in the [in, out] layout whatever the step's layers use: its
 vocabulary-wide output makes that layout win by far more than on the layers (SmolLM2 on this 2-core
 CPU: 3.9 ms against 6.7 for one row, 11.5 against 19.7 for three; [out, in] wins from four rows;
-docs/results/session13/head_layout.txt)."""
+docs/experiments.md)."""
 
 CALIBRATION_VERSION = 2
 """In the calibration cache key: plans from an older measurement are measured again (before 2, each
@@ -205,7 +205,7 @@ class LeanLlamaRunner(ModelRunner):
         `set_fixed_rows` buys exactness with one shape for every step, so a long draft costs no more
         to verify than a short one but no draft can be longer than rows - 1, and plain decoding pays
         the shape too. On CPUs whose bf16 kernels compute each row of a step of 2..16 rows alike (the
-        2-core Xeon with AMX, session 43: every shape bitwise equal, at contexts across key-block
+        2-core Xeon with AMX: every shape bitwise equal, at contexts across key-block
         edges), steps can take their own calibrated shape instead: the step-cost table is real
         again, so the draft-length policy verifies 6 drafts where they pay and 1 where they do not.
         One-token steps never take the one-row path (no mask, an unrounded window: other bits); with
@@ -505,8 +505,8 @@ def _write_json(path: Path, data: dict) -> None:
 AUTO_FIXED_ROWS = 4
 """The fixed step shape for reduced precision on CPU: 4 rows, i.e. drafts of up to 3 tokens. Plain
 decoding pays the shape on every step, while drafts past the third are rarely accepted (DSpark's
-acc@4 is ~0.1). Measured on the 2-core Xeon (bf16 packed; session 18, docs/results/session18/
-measure/mode_ab.txt, 16 prompts x 2 rounds, 128 tokens): 4 rows made plain 1.20x and DSpark 1.56x
+acc@4 is ~0.1). Measured on the 2-core Xeon (bf16 packed; 16 prompts x 2 rounds, 128 tokens;
+docs/experiments.md): 4 rows made plain 1.20x and DSpark 1.56x
 fp32 plain, 6 rows 1.09x and 1.42x, 8 rows 1.04x and 1.35x. The calibrated table alone cannot
 pick it: a 4-row step read 1.01x and 1.11x a one-token step in two calibrations an hour apart."""
 

@@ -4,8 +4,7 @@ A matmul of a few rows against a weight stored densely is read- and repack-bound
 repacks the weight on every call and walks it once per row, so a step of 8 rows costs about twice
 a step of one. oneDNN's blocked copy (the reorder torch's own CPU compiler applies to frozen
 weights) is read once for all rows: all of the default target's matmuls for one token fell from
-24.2 to 10.7 ms and for 8 rows from 48.7 to 13.7 ms on a 2-core Xeon (docs/BENCHMARKS.md, session
-13; docs/results/session13/matmul_packed.py), which is what lets a speculative step cost little
+24.2 to 10.7 ms and for 8 rows from 48.7 to 13.7 ms on a 2-core Xeon (docs/experiments.md), which is what lets a speculative step cost little
 more than a plain one. Inference only: the packed op has no
 gradient, so training keeps its dense modules.
 """
@@ -56,7 +55,7 @@ def pack_weight(w: torch.Tensor) -> torch.Tensor | None:
 def packed_linear(x: torch.Tensor, packed: torch.Tensor) -> torch.Tensor:
     """x [..., in] @ w.T with w held by oneDNN (`pack_weight`): the weight is read in its blocked
     order, once for all rows, instead of being repacked by every call; a step of 8 rows then
-    costs about what one row does (docs/BENCHMARKS.md, session 13)."""
+    costs about what one row does (docs/experiments.md)."""
     flat = x.reshape(-1, x.shape[-1])
     y = torch.ops.mkldnn._linear_pointwise(flat, packed, None, "none", [], "")
     return y.view(*x.shape[:-1], y.shape[-1])

@@ -1,7 +1,7 @@
 """Bench-shaped dev prompts: the suite items right after the ones the bench decodes.
 
 Why: held-out answers to training-mix prompts ranked two drafters the other way round from the bench
-(session 24: a continued DSpark +0.04 capped tau there, -0.04 bench tau). Answers the target writes to
+(a continued DSpark +0.04 capped tau there, -0.04 bench tau). Answers the target writes to
 suite items the bench does not decode (items ``skip .. skip+n-1``; the bench takes the first ``--limit``,
 10 by default) ranked the same three drafters as the bench on 11 of 12 suite-pairs. Score drafters on
 them (``draftsmith score``), or cache them and pass ``train --held-out-cache`` to watch a run on them.

@@ -7,7 +7,7 @@ value that minimises the ECE of a_j (with T_0..T_{j-1} already fixed) against "s
 accepted", over every round that drafted slot j. c_i = sigmoid(logit_i / T_i + b_i): by default
 the fit also searches a logit bias b_i per position (then minimising the log loss, see `fit`),
 because a temperature cannot move confidences near 0.5: a head trained on data it has memorised
-is overconfident on new text by an offset (the 4,000-step drafter of session 20: mean 0.53
+is overconfident on new text by an offset (the 4,000-step drafter of: mean 0.53
 against 0.44 accepted at the first slot), which only a bias removes. Temperatures and biases are
 stored next to the drafter (`sts.json`) and the drafter applies them when it reports confidences.
 Fit on one half of the prompts, report ECE on the other half, ship the fit on all.

@@ -90,7 +90,7 @@ def auto_cpu_dtype(config) -> torch.dtype:
 
     bf16 is faster where the CPU computes it natively (`cpu_has_bf16`) and oneDNN packs bf16
     weights: each step reads half the bytes, and a step of up to 4 rows costs about one
-    (docs/BENCHMARKS.md, session 18: a one-token step 12.5 ms against 19.5 in fp32 on a 2-core
+    (docs/experiments.md: a one-token step 12.5 ms against 19.5 in fp32 on a 2-core
     Xeon). bf16 rounding depends on the step's shape, so it is exact (speculative output equal to
     plain output) only with the lean runner's fixed-shape steps: other architectures stay fp32.
     `--dtype float32` keeps output identical to transformers' fp32 forward.

@@ -1,7 +1,7 @@
 """An OpenAI-compatible HTTP server over the draftsmith engine, and a load tester that drives it.
 
-The modules keep one job each so that the batched engine (issue 9, item 1) can replace the
-one-request worker without touching the HTTP layer:
+The modules keep one job each so that the batched engine can replace the one-request worker
+without touching the HTTP layer:
 
 - engine.py   the engine contract: submit a request, receive text deltas, cancel
 - worker.py   today's engine: one background thread decoding one request at a time

@@ -83,7 +83,7 @@ def learnable_pairs(
     full target pass (the most expensive kind, at full length) for a sequence with nothing to learn,
     and a held-out set scores it as an accepted length of 1. `limit` counts answer rows before the
     drop, so a limited cache holds the same answers as before. keep_all: every row, as caches were
-    built before session 22 (the documented held-out sets include such rows). No row left: an error.
+    built by older versions (their documented held-out sets include such rows). No row left: an error.
     """
     pairs = [tokenize_row(target, r, max_len) for r in iter_pairs(answers)][:limit]
     kept = pairs if keep_all else [(ids, mask) for ids, mask in pairs if any(mask)]

@@ -56,7 +56,7 @@ class TrainConfig:
     save_dtype: str = "float32"  # dtype of the drafter files (float16 to ship); resume state stays fp32
     init_from: str | None = None  # a trained drafter of this method and target to start from (fine-tune)
     # learning-rate multiplier of the weights a fine-tune adds (they start at zero, a no-op, and at a
-    # fine-tune's low rate Adam grows them by ~lr a step: session 33's lookup_in reached rms 0.003 in
+    # fine-tune's low rate Adam grows them by ~lr a step: an earlier lookup_in reached rms 0.003 in
     # 200 steps, against 0.065 for the weights around it)
     grown_lr: float = 1.0
     # loaded weights that also learn at lr x grown_lr (name prefixes): continuing a fine-tune that grew
@@ -195,7 +195,7 @@ def train(
     without it the last cfg.held_out sequences of `data` are held out.
     compile_loss: run the method's loss (forward and backward) through torch.compile: the same
     maths with fused kernels; on a CPU the loss is a chain of memory-bound passes over
-    [sequences, slots, draft vocabulary] tensors, which fusion shortens (session 17's profile).
+    [sequences, slots, draft vocabulary] tensors, which fusion shortens (an earlier profile).
     """
     rank, world = _dist()
     out = Path(out_dir)
@@ -275,7 +275,7 @@ def train(
         loss.backward()
         grad_norm = float(torch.nn.utils.clip_grad_norm_(params, cfg.clip))
         # a non-finite gradient (a bf16 overflow) would turn every weight into NaN at once: skip that
-        # step (session 29's GPU run at lr 2e-3 lost its drafter so, ~90% of the way through)
+        # step (an earlier GPU run at lr 2e-3 lost its drafter so, ~90% of the way through)
         finite = math.isfinite(grad_norm)
         bad = 0 if finite else bad + 1
         if finite:

@@ -93,7 +93,7 @@ class DFlashDrafter(Drafter):
         self.target_vocab = target_vocab
         self.threshold = confidence_threshold
         # "prob" (cut by the drafted tokens' probabilities, drafting the history length + 1 first) is the
-        # default: 1.20x against 1.16x for "history" in session 30's interleaved bench (2-core AVX2, fp32)
+        # default: 1.20x against 1.16x for "history" in an earlier interleaved bench (2-core AVX2, fp32)
         rule = "prob" if length_rule is None else length_rule
         if rule not in LENGTH_RULES:
             raise DraftsmithError(f"length rule must be one of {', '.join(LENGTH_RULES)}: {rule!r}")

@@ -1,7 +1,7 @@
 """Prompt-lookup guesses fed to a block drafter's slots (`DFlashConfig.lookup_input`).
 
 A third of DSpark's first-draft misses on code and math are copies: the token that followed an
-earlier occurrence of the current suffix (docs/BENCHMARKS.md, session 28). The hybrid drafter
+earlier occurrence of the current suffix (docs/experiments.md). The hybrid drafter
 exploits that by rules; this gives the drafter itself the guess, so training decides how far to
 trust it. Training and decoding call the same function on the same tokens (the context through the
 anchor), so what the drafter learns from is exactly what it sees when it drafts.
