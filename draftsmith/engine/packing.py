@@ -4,8 +4,8 @@ A matmul of a few rows against a weight stored densely is read- and repack-bound
 repacks the weight on every call and walks it once per row, so a step of 8 rows costs about twice
 a step of one. oneDNN's blocked copy (the reorder torch's own CPU compiler applies to frozen
 weights) is read once for all rows: all of the default target's matmuls for one token fell from
-24.2 to 10.7 ms and for 8 rows from 48.7 to 13.7 ms on a 2-core Xeon (docs/experiments.md), which is what lets a speculative step cost little
-more than a plain one. Inference only: the packed op has no
+24.2 to 10.7 ms and for 8 rows from 48.7 to 13.7 ms on a 2-core Xeon (docs/experiments.md), which
+is what lets a speculative step cost little more than a plain one. Inference only: the packed op has no
 gradient, so training keeps its dense modules.
 """
 
