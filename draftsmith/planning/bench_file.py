@@ -52,8 +52,12 @@ class BenchFile:
         )
 
     def speculative_rows(self) -> list[BenchRow]:
-        """Rows of draftsmith's own methods that drafted (plain and the HF peers excluded)."""
-        return [r for r in self.rows if r.method != "plain" and r.cumulative and r.rounds]
+        """Rows of draftsmith's own methods that drafted (plain and the HF and llama.cpp peers excluded)."""
+        return [
+            r
+            for r in self.rows
+            if r.method != "plain" and not r.method.startswith("llamacpp-") and r.cumulative and r.rounds
+        ]
 
 
 def load(path: str | Path) -> BenchFile:

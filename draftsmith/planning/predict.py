@@ -78,12 +78,13 @@ def compare(
     methods: list[str] | None = None,
 ) -> list[Comparison]:
     """Predicted against measured tok/s for every (suite, method) the bench timed with draftsmith's
-    engine (HF peers have no per-round stats and are skipped). Prefill per token is taken from the
+    engine (HF peers have no per-round stats and are skipped, llama.cpp peers are `plan --engine
+    llamacpp`'s). Prefill per token is taken from the
     bench's plain runs: the same prompts, so the same prefill seconds, spread over this method's tokens
     (the planner does not predict prefill)."""
     out = []
     for row in bench.rows:
-        if not row.rounds or (methods and row.method not in methods):
+        if not row.rounds or row.method.startswith("llamacpp-") or (methods and row.method not in methods):
             continue
         plain = bench.row(row.suite, "plain")
         prefill = (plain.prefill_s if plain else row.prefill_s) / row.new_tokens if row.new_tokens else 0.0
