@@ -1044,8 +1044,8 @@ def build_parser(train_options: bool = True) -> argparse.ArgumentParser:
     p.add_argument(
         "--prompts",
         default=None,
-        help="held-out prompts (.jsonl[.gz] rows with a 'prompt'; default: the repository's "
-        "data/smollm2/answers-held-out-t0.jsonl.gz, never trained on)",
+        help="held-out prompts (.jsonl[.gz] rows with a 'prompt'; default: 128 held-out prompts of the "
+        "default target's training mix, shipped in the package, never trained on)",
     )
     p.add_argument("--limit", type=int, default=48, help="prompts decoded (half fit, half report)")
     p.add_argument("--max-new-tokens", type=int, default=128)

@@ -161,7 +161,8 @@ def save(path: Path, temps: Sequence[float], meta: dict, biases: Sequence[float]
     return out
 
 
-HELD_OUT = Path(__file__).resolve().parents[2] / "data" / "smollm2" / "answers-held-out-t0.jsonl.gz"
+HELD_OUT = Path(__file__).resolve().parent / "data" / "sts-prompts.jsonl"
+"""128 held-out prompts of the default target's training mix (never trained on; shipped in the package)."""
 
 
 def held_out_prompts(path: str | Path | None, limit: int) -> list[str]:
@@ -172,7 +173,7 @@ def held_out_prompts(path: str | Path | None, limit: int) -> list[str]:
     if not source.is_file():
         raise DraftsmithError(
             f"prompts file not found: {source}"
-            + ("" if path else " (pass --prompts FILE outside the repository)")
+            + ("" if path else " (reinstall draftsmith, or pass --prompts FILE)")
         )
     prompts = []
     for row in read_rows(source):
