@@ -72,3 +72,16 @@ def smollm():
     from draftsmith.api import load_target
 
     return load_target(dtype="float32")
+
+
+SLOW_MODULES = {"test_real_target", "test_server", "test_llamacpp"}
+"""Modules that run end to end: the real target, a real server, llama.cpp."""
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The slow tier (`-m slow`; `-m "not slow"` is the fast one): tests of the real target (its
+    fixtures) and the end-to-end modules."""
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2] if item.module else ""
+        if module in SLOW_MODULES or {"smollm", "real_target"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
