@@ -23,7 +23,7 @@ _PAPER_TAU = {
 _PAPER_K = 7
 
 _NGRAM = (
-    "this project's bench (docs/results/bench-smollm2-cpu-bf16-fixed.json: SmolLM2-135M, greedy, "
+    "this project's bf16 bench of 2026-11-29 (SmolLM2-135M, greedy, "
     "5 prompts per suite, up to 3 drafts; code = HumanEval, chat = MT-Bench, math = GSM-Symbolic)"
 )
 # (cumulative acceptance among rounds that drafted that far, tau over all rounds)
