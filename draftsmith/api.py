@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from draftsmith.drafters.base import Drafter
 from draftsmith.drafters.registry import build_drafter
 from draftsmith.engine.decode import speculative_generate
+from draftsmith.engine.drafter import Drafter
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.models.target import Target
@@ -69,7 +69,10 @@ def generate(
     on_text: Callable[[str], None] | None = None,
     **drafter_options,
 ) -> Completion:
-    """Decode `prompt` losslessly with `method` (a registry name or a built Drafter)."""
+    """Decode `prompt` losslessly with `method` (a registry name or a built Drafter).
+
+    drafter_options: the method's decoding options by name (the fields of its Drafter's `options`
+    dataclass, e.g. drafter=DIR for dspark, ngram_max=4 for ngram); another method's are ignored."""
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     drafter = method if isinstance(method, Drafter) else build_drafter(method, target, k=k, **drafter_options)
     ids = target.encode(prompt, chat=chat) if isinstance(prompt, str) else list(prompt)

@@ -65,6 +65,22 @@ def tiny_target(arch: str = "llama", seed: int = 0) -> Target:
     return Target(tiny_model(arch, seed=seed, layers=4), IdTokenizer(), name=f"tiny-{arch}-{seed}")
 
 
+def word_tokenizer(n: int = VOCAB):
+    """A real (savable) HF tokenizer for the tiny models: token i is the word 't<i>'."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(n)}, unk_token="t0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="t0", pad_token="t0", bos_token="t1", eos_token="t2"
+    )
+
+
+def hf_target(arch: str, seed: int = 0) -> Target:
+    return Target(tiny_model(arch, seed=seed, layers=4), word_tokenizer(), name=f"tiny-{arch}-{seed}")
+
+
 @pytest.fixture(scope="session")
 def smollm():
     """The real default target (SmolLM2-135M-Instruct) in fp32, the mode whose output equals
@@ -80,7 +96,8 @@ SLOW_MODULES = {"test_real_target", "test_server", "test_llamacpp"}
 
 def pytest_collection_modifyitems(config, items) -> None:
     """The slow tier (`-m slow`; `-m "not slow"` is the fast one): tests of the real target (its
-    fixtures) and the end-to-end modules."""
+    fixtures) and the end-to-end modules; goodness-of-fit sampling tests and torch.compile carry
+    the marker themselves."""
     for item in items:
         module = item.module.__name__.rpartition(".")[2] if item.module else ""
         if module in SLOW_MODULES or {"smollm", "real_target"} & set(getattr(item, "fixturenames", ())):

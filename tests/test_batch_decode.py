@@ -11,12 +11,13 @@ from test_eagle3 import make_model as make_eagle3
 from test_engine import perturbed_copy
 from test_mtp import make_mtp
 
-from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.draft_model import DraftModelDrafter
 from draftsmith.drafters.eagle3.drafter import Eagle3Drafter
 from draftsmith.drafters.hybrid import HybridDrafter
 from draftsmith.drafters.mtp.drafter import MTPDrafter
 from draftsmith.drafters.ngram import NgramDrafter
+from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine import batch_decode
 from draftsmith.engine.batch_cost import BatchCost, measure, monotone
@@ -32,10 +33,14 @@ from draftsmith.engine.batch_decode import (
     ragged_cost,
 )
 from draftsmith.engine.decode import StopRule, speculative_generate
-from draftsmith.engine.draft_length import AcceptanceHistory
+from draftsmith.engine.draft_length import (
+    AcceptanceHistory,
+    best_depth,
+    survival_from_confidence,
+    survival_from_history,
+)
 from draftsmith.engine.runner import FINAL
 from draftsmith.engine.sampling import SamplingParams
-from draftsmith.engine.schedule import best_depth, survival_from_confidence, survival_from_history
 from draftsmith.engine.slots import SlotRunner
 from draftsmith.errors import DraftsmithError
 
@@ -50,17 +55,19 @@ def prompts(n: int = 5) -> list[list[int]]:
 
 def drafters(target) -> dict:
     model = target.model
-    dspark = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    dspark = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     return {
         "plain": PlainDrafter(),
         "ngram": NgramDrafter(k=5, max_ngram=3),
         "draft-model": DraftModelDrafter(perturbed_copy(model, 0.05), VOCAB, k=4),
         "oracle": DraftModelDrafter(tiny_model(model.config.model_type, layers=4), VOCAB, k=5),
-        "dflash": DFlashDrafter.build(target, drafter=make_drafter(target, dspark=False)),
+        "dflash": DFlashDrafter.build(
+            target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=False))
+        ),
         "dspark": dspark,
         "hybrid": HybridDrafter(dspark),
         "eagle3": Eagle3Drafter(make_eagle3(target), VOCAB, k=3),
-        "mtp": MTPDrafter.build(target, drafter=make_mtp(target)),
+        "mtp": MTPDrafter.build(target, TrainedDecodeOptions(drafter=make_mtp(target))),
     }
 
 
@@ -268,7 +275,7 @@ def test_scheduled_steps_skip_drafting_when_it_costs_more_than_it_buys(monkeypat
     cost extra, the scheduler falls back to plain steps (exploring now and then), stays lossless,
     and drafts again when drafting is cheap. The gate's live timers read a fake clock (1 ms a
     reading), so the decisions are the same on every run: on the wall clock the slow run drafted
-    20, 32 or 80 tokens from run to run (session 28), and a CI run failed the old 3x bound."""
+    20, 32 or 80 tokens from run to run, and a CI run failed the old 3x bound."""
     ticks = iter(range(10**9))
     monkeypatch.setattr(batch_decode, "now", lambda device: next(ticks) * 1e-3)
     target = tiny_target()
@@ -409,8 +416,8 @@ def test_the_gate_prices_the_drafts_each_request_will_make_not_its_full_k():
 def test_a_catch_up_drafting_call_is_priced_by_catch_ups_not_at_zero():
     """A drafting call that first feeds a backlog (a request that did not draft last step) is timed
     apart from steady drafting. A gate that rarely drafts sees only catch-ups: it must price its next
-    (catch-up) drafting step by them, not at 0 for want of a steady measurement (session 17, 8 users:
-    drafting steps ran 76 ms against a 55 ms forecast)."""
+    (catch-up) drafting step by them, not at 0 for want of a steady measurement (at 8 users drafting
+    steps once ran 76 ms against a 55 ms forecast)."""
     decoder, oracle, runs = _gate_at_two_slots()
     for run in runs:
         run.k = 2
@@ -473,7 +480,7 @@ def test_a_draft_that_first_feeds_a_backlog_is_not_timed():
     meanwhile (its prompt's too); timing it would price drafting by its catch-up, and a gate that
     rarely drafts would only ever see catch-ups. Steady drafting steps are timed."""
     target = tiny_target()
-    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    base = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     decoder = BatchDecoder(target.runner, 1, 64, "fixed")
     decoder.add(prompts(1)[0], base.fork(), StopRule(30))
     steps = 0
@@ -509,9 +516,9 @@ def test_batched_drafting_equals_drafting_one_by_one(dspark):
     the drafts, their distributions and DSpark's confidences are those of drafting alone."""
     target = tiny_target()
     base = (
-        DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+        DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
         if dspark
-        else (DFlashDrafter.build(target, drafter=make_drafter(target, dspark=False)))
+        else (DFlashDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=False))))
     )
     base.threshold = 0.3 if dspark else 0.0  # some drafts stop early on their own survival
     seqs = [torch.tensor(p) for p in prompts(4)]
@@ -555,7 +562,7 @@ def test_drafting_time_scales_with_the_group_it_was_measured_on():
 
 def test_batched_accept_fills_each_context_cache_as_accepting_alone():
     target = tiny_target()
-    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    base = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     seqs = [torch.tensor(p) for p in prompts(8) if len(p) >= 5][:3]
     assert len(seqs) == 3
     runner = SlotRunner(target.runner, len(seqs), 64)
@@ -588,12 +595,12 @@ def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_f
     monkeypatch, budget
 ):
     """Its prompt's states too; the queue is fed at the next draft, or once it holds QUEUE_BYTES."""
-    from draftsmith.drafters import base as drafter_base
+    from draftsmith.engine import drafter as drafter_base
 
     if budget:
         monkeypatch.setattr(drafter_base, "QUEUE_BYTES", budget)
     target = tiny_target()
-    base = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    base = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     ids = torch.randint(3, VOCAB, (40,), generator=torch.Generator().manual_seed(1))
     runner = SlotRunner(target.runner, 1, 64)
     h = runner.forward([(0, ids)], base.hidden_layers, n_logits=0)[0].hidden
@@ -615,7 +622,7 @@ def test_a_request_that_does_not_draft_queues_its_states_and_then_drafts_as_if_f
 
 def test_each_request_sizes_its_draft_on_its_own_acceptance():
     """Acceptance differs between prompts; a pooled history averages it away and the batched
-    decoder verified deeper drafts than the single-request loop for the same tokens (session 15).
+    decoder verified deeper drafts than the single-request loop for the same tokens.
     Under a non-fixed schedule each request's draft is sized before drafting on its own history:
     a request whose drafts are never accepted stops drafting while its neighbour goes on."""
     target = tiny_target()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from draftsmith.cli import main
+from draftsmith.errors import DraftsmithError
 
 SHIPPED_DSPARK = str(Path(__file__).resolve().parents[1] / "draftsmith/drafters/pretrained/smollm2-dspark")
 
@@ -180,32 +181,61 @@ def test_training_commands_end_to_end(capsys, tmp_path):
 
 
 def test_drafter_paths_per_method():
-    from draftsmith.cli import _drafter_paths
+    from draftsmith.cli.common import drafter_paths
 
     here = str(Path(__file__).parent)
-    assert _drafter_paths([f"dflash={here}", f"dspark={here}"]) == {"dflash": here, "dspark": here}
-    assert _drafter_paths([f"dspark:new={here}"]) == {"dspark:new": here}
-    assert _drafter_paths([here]) == {"*": here}
-    assert _drafter_paths(None) == {}
+    assert drafter_paths([f"dflash={here}", f"dspark={here}"]) == {"dflash": here, "dspark": here}
+    assert drafter_paths([f"dspark:new={here}"]) == {"dspark:new": here}
+    assert drafter_paths([here]) == {"*": here}
+    assert drafter_paths(None) == {}
+
+
+def drafter_values(*flags):
+    from draftsmith.cli import build_parser
+    from draftsmith.cli.common import drafter_values
+
+    return drafter_values(build_parser().parse_args(["bench", *flags]))
 
 
 def test_lookup_bonus_per_method_and_variant():
     """--lookup-bonus VALUE sets every hybrid, METHOD=VALUE one method or bench variant."""
-    from draftsmith.cli import _per_method_numbers
-    from draftsmith.drafters.registry import option_for
+    from draftsmith.drafters.hybrid import LOOKUP_BONUS
+    from draftsmith.drafters.registry import method_options
 
-    values = _per_method_numbers("--lookup-bonus", ["2", "hybrid:hard=0"])
-    assert values == {"*": 2.0, "hybrid:hard": 0.0}
-    assert option_for(values, "hybrid:hard") == 0.0 and option_for(values, "hybrid") == 2.0
-    assert option_for({}, "hybrid") is None  # the method's own default
+    values = drafter_values("--lookup-bonus", "2", "--lookup-bonus", "hybrid:hard=0")
+    assert values["lookup_bonus"] == {"*": 2.0, "hybrid:hard": 0.0}
+    values["drafter"] = {"hybrid:hard": str(Path(__file__).parent)}  # a variant has its own drafter
+    assert method_options("hybrid:hard", values).lookup_bonus == 0.0
+    assert method_options("hybrid", values).lookup_bonus == 2.0
+    assert method_options("hybrid", {}).lookup_bonus == LOOKUP_BONUS  # the method's own default
 
 
 def test_length_rule_per_method_and_variant():
-    from draftsmith.cli import _length_rules
-    from draftsmith.drafters.registry import option_for
+    from draftsmith.drafters.registry import method_options
 
-    rules = _length_rules(["prob", "dspark:hist=history"])
-    assert option_for(rules, "dspark:hist") == "history" and option_for(rules, "dflash") == "prob"
+    values = drafter_values("--length-rule", "prob", "--length-rule", "dspark:hist=history")
+    values["drafter"] = {"dspark:hist": str(Path(__file__).parent)}
+    assert method_options("dspark:hist", values).length_rule == "history"
+    assert method_options("dflash", values).length_rule == "prob"
+
+
+def test_drafter_flags_come_from_each_methods_options():
+    """Unset flags leave each method its own default (the hybrid's lookup matches 3 tokens, prompt
+    lookup 2 and up); a flag given applies to every method that has the option, not to the others."""
+    from draftsmith.drafters.registry import build_drafter, method_options
+
+    assert method_options("ngram", drafter_values()).ngram_min == 2
+    assert method_options("hybrid", drafter_values()).ngram_min == 3
+    values = drafter_values("--ngram-max", "5", "--confidence-threshold", "0.5")
+    assert method_options("ngram", values).ngram_max == method_options("hybrid", values).ngram_max == 5
+    assert method_options("dspark", values).confidence_threshold == 0.5
+    assert method_options("plain", values) is None
+    with pytest.raises(DraftsmithError, match="ngram_min <= ngram_max"):
+        method_options("ngram", drafter_values("--ngram-min", "4"))
+    with pytest.raises(DraftsmithError, match="no method takes option"):
+        method_options("ngram", {"ngram_mx": 4})
+    with pytest.raises(TypeError, match="takes NgramDecodeOptions"):
+        build_drafter("ngram", None, method_options("dspark", {}))
 
 
 def test_score_gives_teacher_forced_tau_of_the_shipped_drafter(capsys, tmp_path):

@@ -12,9 +12,10 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash import training
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
-from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks
+from draftsmith.drafters.hybrid import HybridDecodeOptions
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.sampling import SamplingParams
@@ -262,7 +263,7 @@ def test_decoding_with_block_drafters_is_lossless(
         lookup_input=lookup_input,
     )
     cls = DSparkDrafter if dspark else DFlashDrafter
-    drafter = cls.build(target, drafter=model)
+    drafter = cls.build(target, DFlashDecodeOptions(drafter=model))
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
     res = speculative_generate(target.runner, drafter, ids, StopRule(40))
@@ -275,7 +276,9 @@ def test_decoding_with_block_drafters_is_lossless(
 @pytest.mark.parametrize("rule", ["prob", "history"])
 def test_length_rules_are_lossless_and_cut_drafts_where_rows_cost(monkeypatch, rule):
     target = tiny_target()
-    drafter = DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule=rule)
+    drafter = DSparkDrafter.build(
+        target, DFlashDecodeOptions(drafter=make_drafter(target, True), length_rule=rule)
+    )
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(1))
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
     drafted, asked = {}, {}
@@ -305,7 +308,9 @@ def test_length_rules_are_lossless_and_cut_drafts_where_rows_cost(monkeypatch, r
     else:  # the history rule drafts nothing where rows are steep, but every 8th round
         assert set(asked["steep"]) == {full}
     with pytest.raises(DraftsmithError, match="length rule must be one of prob, history"):
-        DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="fast")
+        DSparkDrafter.build(
+            target, DFlashDecodeOptions(drafter=make_drafter(target, True), length_rule="fast")
+        )
 
 
 def test_prob_rule_drafts_do_not_depend_on_the_clock(monkeypatch):
@@ -316,7 +321,9 @@ def test_prob_rule_drafts_do_not_depend_on_the_clock(monkeypatch):
     import draftsmith.engine.decode as decode
 
     target = tiny_target()
-    drafter = DSparkDrafter.build(target, drafter=make_drafter(target, True), length_rule="prob")
+    drafter = DSparkDrafter.build(
+        target, DFlashDecodeOptions(drafter=make_drafter(target, True), length_rule="prob")
+    )
     monkeypatch.setattr(target.runner, "step_cost", {n: 0.01 * (1 + 0.3 * (n - 1)) for n in range(1, 9)})
     ids = torch.randint(3, VOCAB, (12,), generator=torch.Generator().manual_seed(2))
     runs = []
@@ -333,8 +340,9 @@ def test_hybrid_cuts_dspark_rounds_by_probability_and_verifies_lookups_whole(mon
 
     target = tiny_target()
     checkpoint = make_drafter(target, dspark=True)
-    assert HybridDrafter.build(target, drafter=checkpoint, length_rule="history").length_rule == "history"
-    drafter = HybridDrafter.build(target, drafter=checkpoint)
+    history = HybridDecodeOptions(drafter=checkpoint, length_rule="history")
+    assert HybridDrafter.build(target, history).length_rule == "history"
+    drafter = HybridDrafter.build(target, HybridDecodeOptions(drafter=checkpoint))
     assert drafter.length_rule == "prob"  # DSpark's default
     ids = torch.tensor([5, 6, 7, 8, 9, 10, 11, 12] * 3 + [5, 6, 7])
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(40))
@@ -368,7 +376,7 @@ def test_hybrid_cuts_dspark_rounds_by_probability_and_verifies_lookups_whole(mon
 def test_wrong_method_for_checkpoint_is_refused():
     target = tiny_target()
     with pytest.raises(DraftsmithError, match="use --method dspark"):
-        DFlashDrafter.build(target, drafter=make_drafter(target, dspark=True))
+        DFlashDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     with pytest.raises(DraftsmithError, match="needs --drafter"):
         DSparkDrafter.build(target)
 
@@ -407,7 +415,7 @@ def test_inference_drafts_equal_the_training_path(dspark, anchor_context, markov
             rounds.append((tokens.clone(), draft.tokens.clone()))
             return draft
 
-    drafter = Recording.build(target, drafter=model)
+    drafter = Recording.build(target, DFlashDecodeOptions(drafter=model))
     ids = torch.randint(3, VOCAB, (10,), generator=torch.Generator().manual_seed(2))
     speculative_generate(target.runner, drafter, ids, StopRule(30))
     assert len(rounds) > 3
@@ -532,7 +540,7 @@ def test_a_slot_hint_steers_the_markov_walk_at_every_slot():
     """A caller's per-slot hint (the hybrid's lookup) adds its bonus to one token's logit: a huge
     bonus makes DSpark draft that token, it sees the drafts so far, and no hint leaves drafts as they were."""
     target = tiny_target()
-    d = DSparkDrafter.build(target, drafter=make_drafter(target, dspark=True))
+    d = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=make_drafter(target, dspark=True)))
     ids = torch.tensor([3, 9, 4, 7, 5])
     target.runner.reset(16)
     hidden = target.runner.forward(ids, n_logits=0, hidden=d.hidden_layers).hidden
@@ -588,7 +596,9 @@ def _lookup_by_windows(tokens, k, max_ngram, min_ngram):
         from draftsmith.drafters.hybrid import HybridDrafter
 
         target = tiny_target()
-        HybridDrafter.build(target, drafter=make_drafter(target, dspark=True), lookup_bonus=float("nan"))
+        HybridDrafter.build(
+            target, HybridDecodeOptions(drafter=make_drafter(target, dspark=True), lookup_bonus=float("nan"))
+        )
 
 
 @pytest.mark.parametrize("bonus", [0.0, 4.0])
@@ -596,7 +606,9 @@ def test_hybrid_drafter_switches_sources_and_stays_lossless(bonus):
     from draftsmith.drafters.hybrid import HybridDrafter
 
     target = tiny_target()
-    drafter = HybridDrafter.build(target, drafter=make_drafter(target, dspark=True), lookup_bonus=bonus)
+    drafter = HybridDrafter.build(
+        target, HybridDecodeOptions(drafter=make_drafter(target, dspark=True), lookup_bonus=bonus)
+    )
     assert (drafter.learned.slot_hint is None) == (bonus == 0)
     sources = []
     propose = drafter.propose

@@ -9,7 +9,8 @@ from conftest import VOCAB, tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.dflash.checkpoint import save_drafter
-from draftsmith.drafters.dflash.drafter import DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.hybrid import HybridDecodeOptions
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.packing import pack_linears, packable_dtypes
 from draftsmith.engine.sampling import SamplingParams
@@ -54,7 +55,9 @@ def test_the_lean_greedy_walk_drafts_what_the_general_walk_drafts(tmp_path, dspa
     prompts.append(torch.tensor([5, 6, 7, 8, 5, 6, 7, 8, 5, 6, 7]))  # lookup guesses match
     runs = []
     for lean in (True, False):
-        drafter = cls.build(target, drafter=str(tmp_path / "d"), confidence_threshold=threshold)
+        drafter = cls.build(
+            target, DFlashDecodeOptions(drafter=str(tmp_path / "d"), confidence_threshold=threshold)
+        )
         drafter.lean_walk = lean
         runs.append(_record(drafter, target, prompts))
     (lean_rounds, lean_out), (general_rounds, general_out) = runs
@@ -77,7 +80,7 @@ def test_a_sampled_lean_walk_draws_what_the_general_walk_draws(tmp_path, dspark)
     params = SamplingParams(temperature=0.9, top_p=0.95, seed=11)
     runs = []
     for lean in (True, False):
-        drafter = cls.build(target, drafter=str(tmp_path / "d"))
+        drafter = cls.build(target, DFlashDecodeOptions(drafter=str(tmp_path / "d")))
         drafter.lean_walk = lean
         runs.append(_record(drafter, target, prompts, params=params))
     assert runs[0] == runs[1]
@@ -107,14 +110,14 @@ def test_fused_decoding_weights_give_bitwise_the_separate_projections(dtype):
 def test_a_loaded_drafter_drafts_with_fused_weights(tmp_path):
     target = tiny_target()
     save_drafter(make_drafter(target, dspark=True), tmp_path / "d")
-    drafter = DSparkDrafter.build(target, drafter=str(tmp_path / "d"))
+    drafter = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=str(tmp_path / "d")))
     assert all(layer.qkv_packed is not None for layer in drafter.model.layers)
 
 
 def test_a_drafter_handed_in_to_train_gets_no_fused_weights():
     target = tiny_target()
     model = make_drafter(target, dspark=True)
-    DSparkDrafter.build(target, drafter=model)
+    DSparkDrafter.build(target, DFlashDecodeOptions(drafter=model))
     assert all(layer.qkv_packed is None for layer in model.layers)
 
 
@@ -130,7 +133,7 @@ def test_the_hybrids_hinted_rounds_walk_alike_lean_and_general(greedy):
     params = SamplingParams() if greedy else SamplingParams(temperature=0.8, seed=5)
     runs = []
     for lean in (True, False):
-        drafter = HybridDrafter.build(target, drafter=model)
+        drafter = HybridDrafter.build(target, HybridDecodeOptions(drafter=model))
         assert drafter.learned.slot_hint is not None
         drafter.learned.lean_walk = lean
         rounds = []

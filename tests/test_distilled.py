@@ -6,35 +6,18 @@ import json
 
 import pytest
 import torch
-from conftest import VOCAB, tiny_model
+from conftest import VOCAB, hf_target
 
 from draftsmith.api import generate
 from draftsmith.drafters.distilled.model import DistilledDraft, pick_layers
 from draftsmith.drafters.distilled.training import DEPTH, collate, distill_loss, hit_maps, taus
 from draftsmith.drafters.registry import build_drafter
 from draftsmith.errors import DraftsmithError
-from draftsmith.models.target import Target
 from draftsmith.training.cache import TargetCache, build_cache
 from draftsmith.training.regenerate import RegenConfig, local_engine, regenerate
 from draftsmith.training.train import TrainConfig, train
 
 ARCHS = ["llama", "gemma3_text"]  # the lean runner's family and the generic HF path
-
-
-def word_tokenizer(n: int = VOCAB):
-    """A real (savable) HF tokenizer for the tiny models: token i is the word 't<i>'."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(n)}, unk_token="t0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="t0", pad_token="t0", bos_token="t1", eos_token="t2"
-    )
-
-
-def hf_target(arch: str, seed: int = 0) -> Target:
-    return Target(tiny_model(arch, seed=seed, layers=4), word_tokenizer(), name=f"tiny-{arch}-{seed}")
 
 
 @pytest.fixture(scope="module", params=ARCHS)
@@ -118,17 +101,13 @@ def test_accepted_length_counts_the_run_of_argmax_hits_from_an_anchor():
     assert DEPTH == 7
 
 
-def test_training_lowers_the_loss_and_resumes_exactly(setup):
+def test_training_lowers_the_loss(setup):
+    """(Exact resume: test_training_pipeline.py, for every trainable method.)"""
     target, cache, tmp = setup
     cfg = config(steps=6, lr=1e-2)
     train(target, cache, cfg, tmp / "straight", progress=False, resume=False)
-    train(target, cache, cfg, tmp / "resumed", progress=False, resume=False, stop_after=3)
-    train(target, cache, cfg, tmp / "resumed", progress=False)
     a = torch.load(tmp / "straight" / "trainer_state.pt", weights_only=False)
-    b = torch.load(tmp / "resumed" / "trainer_state.pt", weights_only=False)
-    assert a["step"] == b["step"] == 6
-    for k in a["model"]:
-        torch.testing.assert_close(a["model"][k], b["model"][k])
+    assert a["step"] == 6
     last = a["log"][-1]
     assert {"held_out_tau", "held_out_tau_k3", "held_out_tau_greedy", "held_out_tau_greedy_k3"} <= set(last)
     # the same fixed batch scores lower after training than at the start
@@ -140,7 +119,7 @@ def test_training_lowers_the_loss_and_resumes_exactly(setup):
 
 
 def test_a_non_finite_gradient_skips_the_step_and_a_diverged_run_stops(setup, monkeypatch):
-    """A bf16 overflow must not turn the weights into NaN (session 29: a GPU run lost its drafter so)."""
+    """A bf16 overflow must not turn the weights into NaN (a GPU run once lost its drafter so)."""
     import draftsmith.training.train as tr
 
     target, cache, tmp = setup
@@ -257,7 +236,7 @@ def test_bad_inputs_are_clear_errors(setup, tmp_path):
         build_drafter("distilled", target, drafter=str(tmp_path))
     out = tmp / "for-other"
     train(target, cache, config(steps=1), out, progress=False, resume=False)
-    other = Target(tiny_model("qwen3", layers=4), word_tokenizer(), name="tiny-qwen3")
+    other = hf_target("qwen3")
     with pytest.raises(DraftsmithError, match="distilled from target"):
         build_drafter("distilled", other, drafter=str(out))
     from conftest import tiny_target  # the stub tokenizer of other tests cannot be saved with the draft

@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import ARCHS, VOCAB, tiny_model
 
-from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.draft_model import DraftModelDrafter
 from draftsmith.drafters.ngram import NgramDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.backends import make_runner
 from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.engine.runner import FINAL
 from draftsmith.errors import DraftsmithError
 
@@ -271,8 +271,8 @@ def test_other_load_sees_other_processes_not_our_own_work():
 
 
 def test_a_step_table_timed_under_load_serves_the_run_but_is_not_cached(monkeypatch, tmp_path, caplog):
-    """A plan measured while another job ran was cached and steered every later run (session 22:
-    drafts of 1 token a round). Under load the table is used once, with the command that measures
+    """A plan measured while another job ran was cached and steered every later run (drafts
+    of 1 token a round followed). Under load the table is used once, with the command that measures
     again; on a quiet machine it is cached and reused."""
     import draftsmith.engine.cpu_load as cpu_load
 
@@ -346,23 +346,34 @@ def _histories():
 
 
 def test_draft_length_policy_truncates_unprofitable_drafts():
-    from draftsmith.engine.draft_length import best_length
+    from draftsmith.engine.draft_length import history_length, table_cost
 
-    cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
+    cost = table_cost({1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0})
     good, bad = _histories()
-    assert best_length(4, cost, good) == 4
-    assert best_length(4, cost, bad) == 0
-    assert best_length(3, {}, bad) == 3  # no cost table: keep the draft
+    assert history_length(good, 4, cost) == 4
+    assert history_length(bad, 4, cost) == 0
+    assert history_length(bad, 3, table_cost({})) == 3  # no cost table: keep the draft
+    assert history_length(good, 4, table_cost({1: 1.0, 2: 1.1})) == 1  # unmeasured rows are never chosen
+
+
+def test_one_request_is_sized_as_a_batch_of_one():
+    """The single and batched decoders share one policy: a request's length is best_depth over it alone."""
+    from draftsmith.engine.draft_length import best_depth, history_length, survival_from_history
+
+    good, bad = _histories()
+    for cost in (lambda b, r: 1.0 + 0.1 * r, lambda b, r: 1.0 + 0.6 * (r - 1), lambda b, r: float(r)):
+        for h in (good, bad):
+            assert history_length(h, 4, cost) == best_depth([survival_from_history(h, 4)], cost, 4)
 
 
 def test_modelled_rate_is_the_history_models_best_tokens_per_second():
     """The prob rule prices a row at this rate: from the step costs and running acceptance only."""
-    from draftsmith.engine.draft_length import best_length, modelled_rate
+    from draftsmith.engine.draft_length import history_length, modelled_rate, table_cost
 
     cost = {1: 1.0, 2: 1.5, 3: 1.6, 4: 1.7, 5: 2.0}
     good, bad = _histories()
     assert modelled_rate(4, cost, bad) == pytest.approx(1.0)  # no draft pays: one token a plain step
-    k = best_length(4, cost, good)
+    k = history_length(good, 4, table_cost(cost))
     survive = [good.conditional(0)]
     for i in range(1, k):
         survive.append(survive[-1] * good.conditional(i))

@@ -17,11 +17,12 @@ import torch
 from conftest import VOCAB, tiny_target
 from safetensors.torch import load_file, save_file
 
-from draftsmith.drafters.checkpoint import target_fingerprint
+from draftsmith.drafters.checkpoint import PRETRAINED, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
-from draftsmith.drafters.dflash.drafter import PRETRAINED, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.errors import DraftsmithError
@@ -98,9 +99,9 @@ def drafts(
             rounds.append((len(tokens), d.tokens.tolist(), list(self.confidences)))
             return d
 
-    # the default (prob) rule: since session 31 its cuts price rows from the step-cost table, not the
-    # clock, so two runs verify the same rows (session 30 compared under "history" for that reason)
-    drafter = Recording.build(target, drafter=model)
+    # the default (prob) rule prices rows from the step-cost table, not the clock, so two runs
+    # verify the same rows
+    drafter = Recording.build(target, DFlashDecodeOptions(drafter=model))
     for ids in prompts:
         ids = torch.tensor(ids)
         res = speculative_generate(target.runner, drafter, ids, StopRule(n))
@@ -148,9 +149,9 @@ def test_round_trip_gives_the_same_drafts(tmp_path, fmt, dspark, vocab, anchor_s
 
 def test_mask_slot_layout_drafts_one_token_less_per_round():
     target = tiny_target()
-    drafter = DFlashDrafter.build(target, drafter=make(target, anchor_slot=False))
+    drafter = DFlashDrafter.build(target, DFlashDecodeOptions(drafter=make(target, anchor_slot=False)))
     assert drafter.default_k == 4  # block_size 5: the anchor slot drafts nothing (z-lab)
-    assert DFlashDrafter.build(target, drafter=make(target)).default_k == 5
+    assert DFlashDrafter.build(target, DFlashDecodeOptions(drafter=make(target))).default_k == 5
 
 
 def shapes(path: Path) -> dict[str, tuple]:
@@ -375,8 +376,11 @@ def test_method_mismatch_on_an_imported_drafter(tmp_path):
     target = tiny_target()
     export_drafter(make(target, True), "deepspec", tmp_path / "d", verifier(target))
     with pytest.raises(DraftsmithError, match="use --method dspark"):
-        DFlashDrafter.build(target, drafter=str(tmp_path / "d"))
-    assert DSparkDrafter.build(target, drafter=str(tmp_path / "d")).model.cfg.markov_vocab == "target"
+        DFlashDrafter.build(target, DFlashDecodeOptions(drafter=str(tmp_path / "d")))
+    assert (
+        DSparkDrafter.build(target, DFlashDecodeOptions(drafter=str(tmp_path / "d"))).model.cfg.markov_vocab
+        == "target"
+    )
 
 
 def test_own_checkpoints_keep_loading_without_the_new_fields(tmp_path):
@@ -401,14 +405,14 @@ SMOL = dict(num_heads=9, num_kv_heads=3, head_dim=64, intermediate_size=128)
 )
 def test_round_trip_on_the_default_target(tmp_path, smollm, fmt, dspark, vocab, anchor_slot):
     """Same drafts (and confidences) on the real SmolLM2 target, exported by the CLI's path."""
-    from draftsmith.cli import cmd_export
+    from draftsmith.cli.export import cmd_export
 
     model = make(smollm, dspark, (2, 15, 28), vocab, anchor_slot, width=SMOL, seed=1)
     save_drafter(model, tmp_path / "ours", dtype=torch.float16)
     args = dict(
         format=fmt, drafter=str(tmp_path / "ours"), out=str(tmp_path / fmt), verifier_name=None, target=None
     )
-    with patch("draftsmith.cli._load_target", return_value=smollm):  # the fixture's target, loaded once
+    with patch("draftsmith.cli.common.load_target", return_value=smollm):  # the fixture's target, loaded once
         assert cmd_export(argparse.Namespace(**args)) == 0
     config = json.loads((tmp_path / fmt / "config.json").read_text())
     if fmt == "speculators":
@@ -543,7 +547,7 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
     assert "drafter directory not found" in capsys.readouterr().err
     target = tiny_target()
     save_drafter(make(target, qk_norm=False), tmp_path / "d")
-    with patch("draftsmith.cli._load_target", return_value=target):
+    with patch("draftsmith.cli.common.load_target", return_value=target):
         assert main(["export", "--format", "speculators", "--drafter", str(tmp_path / "d"), *out]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: cannot export") and "q/k RMSNorm" in err
@@ -596,7 +600,7 @@ def eagle3_drafts(target, model: Eagle3Model, prompts: list[list[int]], n: int =
             rounds.append((len(tokens), d.tokens.tolist()))
             return d
 
-    drafter = Recording.build(target, drafter=model, k=4)
+    drafter = Recording.build(target, TrainedDecodeOptions(drafter=model), k=4)
     for ids in prompts:
         ids = torch.tensor(ids)
         res = speculative_generate(target.runner, drafter, ids, StopRule(n), k=4, adaptive=False)
@@ -812,7 +816,7 @@ def test_export_formats_follow_the_drafters_method(tmp_path, capsys):
     save_drafter(make(target, True), tmp_path / "d")
     assert method_of(tmp_path / "d") == "dspark"
     out = ["--out", str(tmp_path / "o")]
-    with patch("draftsmith.cli._load_target", return_value=target):
+    with patch("draftsmith.cli.common.load_target", return_value=target):
         assert main(["export", "--format", "zlab", "--drafter", str(tmp_path / "e"), *out]) == 2
         assert "format 'zlab' does not fit a eagle3 drafter; its formats: sglang, speculators" in (
             capsys.readouterr().err
@@ -829,7 +833,7 @@ def test_distilled_draft_exports_as_a_plain_hf_directory(tmp_path):
     from test_distilled import hf_target
     from transformers import AutoModelForCausalLM
 
-    from draftsmith.cli import cmd_export
+    from draftsmith.cli.export import cmd_export
     from draftsmith.drafters.distilled.checkpoint import META, save_draft
     from draftsmith.drafters.distilled.model import DistilledDraft
 
@@ -843,18 +847,18 @@ def test_distilled_draft_exports_as_a_plain_hf_directory(tmp_path):
         verifier_name=None,
         target=None,
     )
-    with patch("draftsmith.cli._load_target", return_value=target):
+    with patch("draftsmith.cli.common.load_target", return_value=target):
         assert cmd_export(argparse.Namespace(**args)) == 0
         with pytest.raises(DraftsmithError, match="its formats: hf"):
             cmd_export(argparse.Namespace(**(args | {"format": "speculators"})))
     assert not (tmp_path / "hf" / META).exists() and (tmp_path / "hf" / "tokenizer.json").is_file()
     lm = AutoModelForCausalLM.from_pretrained(tmp_path / "hf")
     assert lm.config.vocab_size == target.model.config.vocab_size and lm.config.num_hidden_layers == 2
-    with patch("draftsmith.cli._load_target", return_value=hf_target("qwen3")):  # another target
+    with patch("draftsmith.cli.common.load_target", return_value=hf_target("qwen3")):  # another target
         with pytest.raises(DraftsmithError, match="distilled from target"):
             cmd_export(argparse.Namespace(**(args | {"out": str(tmp_path / "x")})))
     (tmp_path / "draft" / "config.json").unlink()  # a copy that holds only its layers and metadata
-    with patch("draftsmith.cli._load_target", return_value=target):
+    with patch("draftsmith.cli.common.load_target", return_value=target):
         with pytest.raises(DraftsmithError, match="no readable config.json"):
             cmd_export(argparse.Namespace(**(args | {"out": str(tmp_path / "y")})))
 

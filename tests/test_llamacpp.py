@@ -148,7 +148,7 @@ def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
     ours. llama.cpp's Q4 kernels give the drafter slightly different target states than our
     dequantised weights, so a flat draft distribution may pick otherwise: at least two of the three
     prompts must draft the same block, and 6 of the 9 tokens must agree."""
-    from draftsmith.drafters.dflash.drafter import shipped_drafter
+    from draftsmith.drafters.checkpoint import shipped_drafter
     from draftsmith.export import verifier_of
     from draftsmith.export.gguf import target_gguf, write
 

@@ -10,10 +10,10 @@ import pytest
 from conftest import tiny_target
 
 from draftsmith.drafters import registry
-from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.batch_decode import BatchDecoder, batch_generate
 from draftsmith.engine.decode import StopRule, speculative_generate
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.errors import DraftsmithError
 from draftsmith.export.methods import check_format, export_directory, method_of
 
@@ -42,7 +42,7 @@ class RepeatDrafter(Drafter):
 
 @pytest.fixture
 def registered(monkeypatch):
-    monkeypatch.setitem(registry.METHODS, "repeat", RepeatDrafter)  # the one registry line
+    monkeypatch.setitem(registry.ENTRIES, "repeat", f"{__name__}:RepeatDrafter")  # the one registry line
 
 
 def test_a_method_added_by_one_registry_entry_decodes_lists_and_exports(registered, tmp_path, capsys):

@@ -64,7 +64,7 @@ def test_mixed_shapes_price_each_size_and_single_shapes_turn_them_off(monkeypatc
 
 
 def test_where_the_probe_passes_long_drafts_stay_identical_to_plain_decoding():
-    """On a CPU whose bf16 kernels give every shape the same rows (the Xeon with AMX, session 43),
+    """On a CPU whose bf16 kernels give every shape the same rows (a Xeon with AMX),
     drafts longer than the single shape allows verify in their own shapes and change nothing."""
     runner = bf16_runner()
     if not runner.set_mixed_rows(16, least=4):

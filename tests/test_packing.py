@@ -9,7 +9,7 @@ from conftest import tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.dflash.checkpoint import save_drafter
-from draftsmith.drafters.dflash.drafter import DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.packing import PackedLinear, pack_linears, pack_weight, packable_dtypes, packed_linear
@@ -56,10 +56,11 @@ def test_a_dspark_drafter_loaded_to_draft_is_packed_and_drafts_the_same(tmp_path
     target = tiny_target()
     model = make_drafter(target, dspark=True)
     save_drafter(model, tmp_path / "d")
-    loaded = DSparkDrafter.build(target, drafter=str(tmp_path / "d"))
+    loaded = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=str(tmp_path / "d")))
     assert any(isinstance(m, PackedLinear) for m in loaded.model.modules())
     assert loaded.model.head_packed is not None
-    in_memory = DSparkDrafter.build(target, drafter=model)  # a model handed in may still train
+    # a model handed in may still train
+    in_memory = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=model))
     assert not any(isinstance(m, PackedLinear) for m in in_memory.model.modules())
     ids = torch.arange(3, 23)
     plain = speculative_generate(target.runner, PlainDrafter(), ids, StopRule(24))

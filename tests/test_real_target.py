@@ -111,7 +111,7 @@ def test_missing_and_corrupt_models_are_clear_errors(tmp_path, smollm):
         build_drafter("eagle9", smollm)
 
 
-@pytest.mark.parametrize("method", ["dflash", "dspark"])
+@pytest.mark.parametrize("method", ["dflash", "dspark", "eagle3", "mtp", "medusa"])
 def test_shipped_drafters_are_lossless_on_the_default_target(smollm, method):
     drafter = build_drafter(method, smollm)  # no --drafter: the one shipped in the package
     for text in PROMPTS[:2]:
@@ -187,7 +187,8 @@ def test_methods_trained_here_are_lossless_on_the_default_target(smollm, method,
     import dataclasses
 
     from draftsmith.drafters.dflash.config import default_target_layers
-    from draftsmith.training.recipe import make_options, recipe_for
+    from draftsmith.drafters.registry import recipe_for
+    from draftsmith.training.recipe import make_options
 
     recipe = recipe_for(method)
     full_vocab = (
@@ -208,9 +209,9 @@ def test_methods_trained_here_are_lossless_on_the_default_target(smollm, method,
 def test_the_walk_metric_counts_the_rounds_decoding_takes(smollm, method):
     """The held-out walk (every answer position teacher-forced, then decoding's jumps) predicts real
     speculative decoding's rounds: the shipped drafter, 3 drafts a round, no shortening."""
+    from draftsmith.drafters.registry import recipe_for
     from draftsmith.engine.decode import StopRule, speculative_generate
     from draftsmith.training.cache import target_sequence
-    from draftsmith.training.recipe import recipe_for
 
     recipe = recipe_for(method)
     model = recipe.load(smollm)

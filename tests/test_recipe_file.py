@@ -49,7 +49,8 @@ def test_bad_recipes_get_one_line_errors(tmp_path, capsys):
 def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
     """The recipes the shipped pair rebuilds from: valid flags, and the public formats' recipe."""
     from draftsmith.cli import build_parser
-    from draftsmith.training.recipe import options_from_args, recipe_for
+    from draftsmith.cli.options import options_from_args
+    from draftsmith.drafters.registry import recipe_for
 
     recipe = ROOT / "recipes" / f"smollm2-{method}.toml"
     argv = expand_recipe(["train", "--recipe", str(recipe), "--out", "x"])

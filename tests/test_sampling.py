@@ -106,26 +106,31 @@ def gof_pvalue(counts, exact):
 N_SAMPLES = 3000
 
 
+@pytest.mark.slow  # thousands of sampled decodes: a goodness-of-fit test
 def test_plain_sampling_matches_exact_distribution(setup):
     assert gof_pvalue(sample_counts(setup, PlainDrafter(), N_SAMPLES), setup[-1]) > 1e-3
 
 
+@pytest.mark.slow  # thousands of sampled decodes: a goodness-of-fit test
 def test_speculative_sampling_with_draft_model_is_lossless(setup):
     drafter = DraftModelDrafter(setup[1], V, k=2)
     assert gof_pvalue(sample_counts(setup, drafter, N_SAMPLES), setup[-1]) > 1e-3
 
 
+@pytest.mark.slow  # thousands of sampled decodes: a goodness-of-fit test
 def test_speculative_sampling_with_deterministic_drafter_is_lossless(setup):
     drafter = NgramDrafter(k=2, max_ngram=2)
     assert gof_pvalue(sample_counts(setup, drafter, N_SAMPLES), setup[-1]) > 1e-3
 
 
+@pytest.mark.slow  # thousands of sampled decodes: a goodness-of-fit test
 def test_wrong_verifier_is_detected(setup):
     drafter = DraftModelDrafter(setup[1], V, k=2)
     counts = sample_counts(setup, drafter, N_SAMPLES, verifier=wrong_verifier)
     assert gof_pvalue(counts, setup[-1]) < 1e-6
 
 
+@pytest.mark.slow  # thousands of sampled decodes: a goodness-of-fit test
 def test_batch_sampler_matches_exact_distribution(setup):
     """Continuous batching (slots refilled as sequences end) draws from the same distribution."""
     target, _, params, ids, seqs, exact = setup

@@ -506,9 +506,9 @@ def test_serving_beyond_loopback_without_a_key_warns(capsys, monkeypatch):
     from draftsmith.cli import main
 
     monkeypatch.delenv("DRAFTSMITH_API_KEY", raising=False)
-    with patch("draftsmith.cli._load_target", side_effect=KeyboardInterrupt):  # stop before loading
+    with patch("draftsmith.cli.common.load_target", side_effect=KeyboardInterrupt):  # stop before loading
         assert main(["serve", "--host", "0.0.0.0", "--method", "plain"]) == 130
     assert "without an API key" in capsys.readouterr().err
-    with patch("draftsmith.cli._load_target", side_effect=KeyboardInterrupt):
+    with patch("draftsmith.cli.common.load_target", side_effect=KeyboardInterrupt):
         assert main(["serve", "--host", "0.0.0.0", "--method", "plain", "--api-key", "k"]) == 130
     assert "without an API key" not in capsys.readouterr().err

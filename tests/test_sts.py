@@ -12,7 +12,7 @@ from conftest import VOCAB, tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.checkpoint import read_sts
-from draftsmith.drafters.dflash.drafter import DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
 from draftsmith.evaluation.sts import Round, collect, cumulative_pairs, fit, report, save
@@ -70,7 +70,7 @@ def test_a_bias_fixes_an_offset_that_a_temperature_cannot():
 def test_drafter_applies_stored_temperatures_and_collect_sees_raw_logits(tmp_path):
     target = tiny_target()
     model = make_drafter(target, dspark=True)
-    plain = DSparkDrafter.build(target, drafter=model)
+    plain = DSparkDrafter.build(target, DFlashDecodeOptions(drafter=model))
     scaled = DSparkDrafter(model, VOCAB, temperatures=(2.0, 0.5), biases=(0.5,))
     ids = torch.randint(3, VOCAB, (10,), generator=torch.Generator().manual_seed(0))
     for d in (plain, scaled):

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from conftest import VOCAB, tiny_target
+from conftest import VOCAB, hf_target, tiny_target
 
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.cache import TargetCache, build_cache, target_sequence, tokenize_row
@@ -137,39 +137,63 @@ def _tiny_block_config(method: str, steps: int) -> TrainConfig:
     )
 
 
-@pytest.mark.parametrize("method", ["dflash", "dspark"])
+TINY_OPTIONS = {
+    "dflash": dict(anchors=4, block_size=4, draft_vocab=48),
+    "dspark": dict(anchors=4, block_size=4, markov_rank=8, draft_vocab=48),
+    "eagle3": dict(anchors=6, ttt_steps=3, draft_vocab=48, target_layers="auto"),
+    "mtp": dict(unroll=2, draft_vocab=48),
+    "medusa": dict(heads=3, draft_vocab=48),
+    "distilled": dict(num_layers=2),
+}
+"""Per trainable method, options small enough for the tiny target."""
+
+
+def test_every_trainable_method_has_a_tiny_resume_case():
+    from draftsmith.drafters.registry import trainable_methods
+
+    assert sorted(TINY_OPTIONS) == sorted(trainable_methods())
+
+
+@pytest.mark.parametrize("method", sorted(TINY_OPTIONS))
 def test_training_resume_continues_exactly(tmp_path, method):
-    target = tiny_target()
+    """A run interrupted at step 3 and resumed ends with the same weights as one that ran straight."""
+    target = hf_target("llama") if method == "distilled" else tiny_target()  # its drafter saves a tokenizer
     answers = make_answers(tmp_path, n=8)
-    build_cache(target, answers, tmp_path / "cache", LAYERS, progress=False)
+    build_cache(target, answers, tmp_path / "cache", [1, 2, 3], progress=False)
     cache = TargetCache(tmp_path / "cache", target)
-    cfg = _tiny_block_config(method, steps=6)
+    common = dict(steps=6, batch=2, eval_every=3, save_every=3, held_out=2, lr=3e-3)
+    cfg = TrainConfig.from_flat(method=method, **common, **TINY_OPTIONS[method])
     train(target, cache, cfg, tmp_path / "straight", progress=False)
     train(target, cache, cfg, tmp_path / "resumed", progress=False, stop_after=3)  # interrupted at step 3
     assert torch.load(tmp_path / "resumed" / "trainer_state.pt", weights_only=False)["step"] == 3
     train(target, cache, cfg, tmp_path / "resumed", progress=False)  # picks up at step 4
     state = torch.load(tmp_path / "resumed" / "trainer_state.pt", weights_only=False)
     assert state["step"] == 6
-    a = torch.load(tmp_path / "straight" / "trainer_state.pt", weights_only=False)["model"]
-    for k in a:
-        torch.testing.assert_close(a[k], state["model"][k])
+    a = torch.load(tmp_path / "straight" / "trainer_state.pt", weights_only=False)
+    assert a["step"] == 6
+    for k in a["model"]:
+        torch.testing.assert_close(a["model"][k], state["model"][k], msg=k)
     log = [json.loads(x) for x in (tmp_path / "straight" / "train_log.jsonl").read_text().splitlines()]
-    assert len(log) == 6 and "held_out_tau" in log[2] and "held_out_tau_greedy" in log[2]
-    if method == "dspark":  # an A/B arm that differs in one setting: the comparison table names it
-        from draftsmith.evaluation.train_runs import curve, runs_table
+    assert len(log) == 6 and all(math.isfinite(r["loss"]) for r in log)
+    assert {"held_out_tau", "held_out_tau_k3", "held_out_tau_greedy", "held_out_tau_greedy_k3"} <= set(log[2])
 
-        train(
-            target,
-            cache,
-            TrainConfig.from_flat(**{**cfg.flat(), "label": "greedy"}),
-            tmp_path / "greedy",
-            progress=False,
-        )
-        table = runs_table([tmp_path / "straight", tmp_path / "greedy"])
-        assert "| run | label | steps |" in table and "| greedy | greedy | 6 |" in table
-        assert [s for s, _ in curve(tmp_path / "greedy")] == [3, 6]
-        with pytest.raises(DraftsmithError, match="not a training run"):
-            runs_table([tmp_path])
+
+def test_training_runs_compare_in_one_table(tmp_path):
+    """An A/B arm that differs in one setting: the comparison table names it."""
+    from draftsmith.evaluation.train_runs import curve, runs_table
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=8), tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    cfg = _tiny_block_config("dspark", steps=6)
+    train(target, cache, cfg, tmp_path / "straight", progress=False)
+    greedy = TrainConfig.from_flat(**{**cfg.flat(), "label": "greedy"})
+    train(target, cache, greedy, tmp_path / "greedy", progress=False)
+    table = runs_table([tmp_path / "straight", tmp_path / "greedy"])
+    assert "| run | label | steps |" in table and "| greedy | greedy | 6 |" in table
+    assert [s for s, _ in curve(tmp_path / "greedy")] == [3, 6]
+    with pytest.raises(DraftsmithError, match="not a training run"):
+        runs_table([tmp_path])
 
 
 def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(tmp_path):
@@ -476,8 +500,8 @@ def test_the_trainer_is_generic_over_registered_recipes():
     and the CLI derives its flags from them, so a mistyped or foreign option is an error."""
     import argparse
 
-    from draftsmith.drafters.registry import METHODS
-    from draftsmith.training.recipe import add_option_flags, options_from_args, recipe_for, trainable_methods
+    from draftsmith.cli.options import add_option_flags, options_from_args, training_options
+    from draftsmith.drafters.registry import METHODS, recipe_for, trainable_methods
 
     assert {"dflash", "dspark"} <= set(trainable_methods())
     assert recipe_for("dspark") is METHODS["dspark"].recipe
@@ -489,7 +513,7 @@ def test_the_trainer_is_generic_over_registered_recipes():
     assert cfg.flat()["block_size"] == 4 and cfg.flat()["steps"] == 3
     assert TrainConfig.from_flat(**cfg.flat()).flat() == cfg.flat()
     parser = argparse.ArgumentParser()
-    add_option_flags(parser)
+    add_option_flags(parser, training_options())
     args = parser.parse_args(["--block-size", "5", "--layers", "2", "--anchor-context"])
     opts = options_from_args(recipe_for("dspark"), args)
     assert (opts.block_size, opts.num_layers, opts.anchor_context, opts.markov_rank) == (5, 2, True, 64)
@@ -555,6 +579,7 @@ def test_a_drafter_trained_with_qk_norm_exports_to_speculators(tmp_path):
         torch.testing.assert_close(theirs[k].to(v.dtype), v)
 
 
+@pytest.mark.slow  # torch.compile builds C++ kernels
 @pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None, reason="no C++ compiler")
 def test_a_compiled_loss_trains_like_the_eager_one(tmp_path):
     target = tiny_target()

@@ -66,8 +66,8 @@ def test_cli_grows_the_shipped_drafter(smollm, tmp_path, capsys):
     from pathlib import Path
 
     from draftsmith.cli import main
+    from draftsmith.drafters.checkpoint import shipped_drafter
     from draftsmith.drafters.dflash.config import DFlashConfig
-    from draftsmith.drafters.dflash.drafter import shipped_drafter
 
     shipped = shipped_drafter("dspark", smollm)
     answers = Path(__file__).resolve().parents[1] / "data/smollm2/answers-held-out-t0.jsonl.gz"

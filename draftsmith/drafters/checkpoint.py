@@ -18,12 +18,32 @@ from draftsmith.errors import DraftsmithError
 
 T = TypeVar("T")
 
+PRETRAINED = Path(__file__).resolve().parent / "pretrained"
+"""Drafters shipped in the package, one directory per target and method (`smollm2-dspark`), so every
+method runs out of the box on the default target."""
+
 
 def target_fingerprint(target) -> str:
     """Vocabulary + the architecture facts a drafter depends on (width, depth, vocab size)."""
     cfg = target.model.config
     arch = [cfg.model_type, cfg.hidden_size, cfg.num_hidden_layers, target.runner.vocab_size]
     return hashlib.sha1(json.dumps([target.vocab_fingerprint(), arch]).encode()).hexdigest()[:16]
+
+
+def shipped_drafter(method: str, target) -> Path | None:
+    """The drafter of `method` shipped in the package for this target (matched by the fingerprint in
+    its config.json), if there is one."""
+    if not PRETRAINED.is_dir():
+        return None
+    fingerprint = target_fingerprint(target)
+    for path in sorted(PRETRAINED.glob(f"*-{method}")):
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError):
+            continue
+        if config.get("target_fingerprint") == fingerprint:
+            return path
+    return None
 
 
 def write_config(directory: str | Path, fmt: str, fields: dict, tmp_suffix: str = "") -> None:

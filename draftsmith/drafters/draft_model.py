@@ -7,10 +7,12 @@ hands that distribution to the verifier, which is what keeps speculative samplin
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
 from draftsmith.engine.backends import make_runner
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.engine.sampling import SamplingParams, sample, target_probs
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
@@ -28,9 +30,26 @@ def check_same_tokenizer(target_tok, draft_tok, draft_name: str) -> None:
         )
 
 
+@dataclass(frozen=True)
+class DraftModelDecodeOptions:
+    """The draft-model method's decoding options (`DraftModelDrafter.options`)."""
+
+    draft_model: str | torch.nn.Module | None = field(
+        default=None,
+        metadata={"help": "a small LM with the same tokenizer: model dir, hub id or .gguf file"},
+    )  # from Python also a loaded model
+
+    def __post_init__(self) -> None:
+        if not (self.draft_model is None or isinstance(self.draft_model, str | torch.nn.Module)):
+            raise DraftsmithError(
+                f"draft_model must be a name, a path or a loaded model, got {type(self.draft_model).__name__}"
+            )
+
+
 class DraftModelDrafter(Drafter):
     name = "draft-model"
     description = "a small causal LM with the same tokenizer drafts token by token"
+    options = DraftModelDecodeOptions
 
     def __init__(self, model: torch.nn.Module, target_vocab: int, k: int = 4, backend: str = "auto") -> None:
         self.runner = make_runner(model, backend)
@@ -38,7 +57,10 @@ class DraftModelDrafter(Drafter):
         self.default_k = k
 
     @classmethod
-    def build(cls, target, draft_model=None, k: int | None = None, **_) -> DraftModelDrafter:
+    def build(
+        cls, target, options: DraftModelDecodeOptions | None = None, k: int | None = None
+    ) -> DraftModelDrafter:
+        draft_model = (options or DraftModelDecodeOptions()).draft_model
         if not draft_model:
             raise DraftsmithError("method 'draft-model' needs --draft-model PATH|HF_ID|FILE.gguf")
         if isinstance(draft_model, torch.nn.Module):

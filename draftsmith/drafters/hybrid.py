@@ -13,14 +13,15 @@ is unsure and DSpark overrules it where it is sure.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.drafters.dflash.drafter import DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
 from draftsmith.drafters.ngram import NgramDrafter, lookup
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.engine.runner import HiddenKey
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
@@ -47,9 +48,45 @@ def lookup_hint(
     return (int(cont[0]), bonus) if n else None
 
 
+@dataclass(frozen=True)
+class HybridDecodeOptions(DFlashDecodeOptions):
+    """The hybrid's decoding options (`HybridDrafter.options`): its DSpark drafter's, and the lookup's."""
+
+    ngram_max: int = field(
+        default=3, metadata={"help": "longest suffix matched, for the switch to lookup and for the bonus"}
+    )
+    ngram_min: int = field(
+        default=3,
+        metadata={
+            "help": "shortest suffix match that switches to lookup (at least 3: a shorter match is too "
+            "weak to trust over the trained drafter)"
+        },
+    )
+    lookup_bonus: float = field(
+        default=LOOKUP_BONUS,
+        metadata={
+            "help": "logit bonus DSpark's walk gives the token that followed an earlier occurrence of the "
+            "current suffix (0 = only the hard switch to lookup on long matches)",
+            "per_method": True,
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if min(self.ngram_min, self.ngram_max) < 1:
+            raise DraftsmithError(
+                f"ngram_min and ngram_max must be >= 1, got {self.ngram_min}..{self.ngram_max}"
+            )
+        if not (math.isfinite(self.lookup_bonus) and self.lookup_bonus >= 0):
+            raise DraftsmithError(
+                f"lookup bonus must be a finite number >= 0 (0 = off), got {self.lookup_bonus}"
+            )
+
+
 class HybridDrafter(Drafter):
     name = "hybrid"
     description = "n-gram lookup on a long suffix match, DSpark otherwise (needs a trained DSpark drafter)"
+    options = HybridDecodeOptions
 
     def __init__(
         self,
@@ -83,27 +120,13 @@ class HybridDrafter(Drafter):
         return self.learned.token_probs if self.source == "dspark" else [1.0] * self.default_k
 
     @classmethod
-    def build(
-        cls,
-        target,
-        drafter=None,
-        k=None,
-        confidence_threshold: float = 0.0,
-        ngram_min: int = 3,
-        ngram_max: int = 5,
-        lookup_bonus: float | None = None,
-        length_rule: str | None = None,
-        **_,
-    ):
-        """--ngram-min/--ngram-max bound the suffix match that switches to lookup; a match shorter
-        than 3 tokens is too weak to trust over the trained drafter, so the minimum is at least 3;
-        --lookup-bonus steers DSpark's own drafts toward shorter matches (0: off); --length-rule is
-        DSpark's (see draft_length.LENGTH_RULES)."""
-        learned = DSparkDrafter.build(
-            target, drafter=drafter, confidence_threshold=confidence_threshold, length_rule=length_rule
-        )
-        bonus = LOOKUP_BONUS if lookup_bonus is None else lookup_bonus
-        return cls(learned, min_match=max(3, ngram_min), max_match=ngram_max, lookup_bonus=bonus)
+    def build(cls, target, options: HybridDecodeOptions | None = None, k: int | None = None) -> HybridDrafter:
+        """ngram_min/ngram_max bound the suffix match that switches to lookup (the minimum is at least
+        3); lookup_bonus steers DSpark's own drafts toward shorter matches (0: off); the rest is
+        DSpark's (its drafter, confidence threshold and length rule)."""
+        o = options or HybridDecodeOptions()
+        learned = DSparkDrafter.build(target, o)  # reads its DFlashDecodeOptions part
+        return cls(learned, min_match=max(3, o.ngram_min), max_match=o.ngram_max, lookup_bonus=o.lookup_bonus)
 
     def fork(self) -> HybridDrafter:
         other = super().fork()

@@ -5,16 +5,31 @@ Free to run and strong on copy-heavy text (code edits, quoting the prompt); weak
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.errors import DraftsmithError
+
+
+@dataclass(frozen=True)
+class NgramDecodeOptions:
+    """Prompt lookup's decoding options (`NgramDrafter.options`): the suffix lengths it matches."""
+
+    ngram_max: int = field(default=3, metadata={"help": "longest suffix to match"})
+    ngram_min: int = field(default=2, metadata={"help": "shortest suffix to match"})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.ngram_min <= self.ngram_max:
+            raise DraftsmithError(f"need 1 <= ngram_min <= ngram_max, got {self.ngram_min}..{self.ngram_max}")
 
 
 class NgramDrafter(Drafter):
     name = "ngram"
     description = "n-gram prompt lookup over prompt + generated text (no training)"
+    options = NgramDecodeOptions
 
     def __init__(self, k: int = 10, max_ngram: int = 3, min_ngram: int = 2) -> None:
         if not 1 <= min_ngram <= max_ngram:
@@ -24,8 +39,9 @@ class NgramDrafter(Drafter):
         self.min_ngram = min_ngram
 
     @classmethod
-    def build(cls, target, k: int | None = None, ngram_max: int = 3, ngram_min: int = 2, **_) -> NgramDrafter:
-        return cls(k=10 if k is None else k, max_ngram=ngram_max, min_ngram=ngram_min)
+    def build(cls, target, options: NgramDecodeOptions | None = None, k: int | None = None) -> NgramDrafter:
+        o = options or NgramDecodeOptions()
+        return cls(k=10 if k is None else k, max_ngram=o.ngram_max, min_ngram=o.ngram_min)
 
     def propose(self, tokens: torch.Tensor, k: int, params, generator) -> Draft:
         cont, _ = lookup(tokens.cpu().numpy(), k, self.max_ngram, self.min_ngram)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.engine.drafter import Draft, Drafter
 
 
 class PlainDrafter(Drafter):

@@ -1,6 +1,6 @@
 """The batched step-cost table: seconds per step against slots in the step and rows per slot.
 
-The schedulers (schedule.py) trade expected accepted tokens against what a step costs, and on a
+The schedulers (draft_length.py) trade expected accepted tokens against what a step costs, and on a
 CPU that cost is flat for a few rows and then climbs (weights are read once per step, compute grows
 with rows). `measure` times the padded [slots, rows] steps the slot runner really executes, at a
 fixed context; `cached` keeps one table per model shape, dtype, machine and library version, like

@@ -3,7 +3,7 @@
 A round is the single-request round (decode.py) done for all active slots at once: each request's
 drafter proposes (its own state; forks of one drafter that can draft together, DFlash and DSpark,
 run one forward for all their requests: `Drafter.propose_batch`), the scheduler picks how many draft
-tokens the step verifies (schedule.py), one slot-runner forward scores [last token + draft] for
+tokens the step verifies (draft_length.py), one slot-runner forward scores [last token + draft] for
 every slot, and each request verifies, commits (`Progress.commit`, the same stop rules) and rolls
 its slot back to what it accepted. A request's greedy output equals its single-request decoding:
 verification only ever compares with the target's own argmax at each position, and a slot's rows
@@ -21,21 +21,23 @@ from dataclasses import dataclass, field
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
-from draftsmith.engine.decode import Progress, StopRule, record_confidences
-from draftsmith.engine.draft_length import AcceptanceHistory
-from draftsmith.engine.lean_llama import LeanLlamaRunner
-from draftsmith.engine.runner import now
-from draftsmith.engine.sampling import SamplingParams
-from draftsmith.engine.schedule import (
+from draftsmith.engine.decode import record_confidences
+from draftsmith.engine.draft_length import (
+    AcceptanceHistory,
     StepCost,
     best_depth,
     check_schedule,
+    history_length,
     survival_from_confidence,
     survival_from_history,
 )
+from draftsmith.engine.drafter import Draft, Drafter
+from draftsmith.engine.lean_llama import LeanLlamaRunner
+from draftsmith.engine.runner import now
+from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.slots import SlotRunner
 from draftsmith.engine.stats import GenerationStats
+from draftsmith.engine.stop import Progress, StopRule
 from draftsmith.engine.verify import verify
 from draftsmith.errors import DraftsmithError
 
@@ -545,7 +547,7 @@ class BatchDecoder:
 
     def _sized(self, run: Running, k: int) -> int:
         """How many of its k drafts this request's own acceptance makes worth verifying."""
-        return best_depth([survival_from_history(run.own, k)], self._uniform_cost, k)
+        return history_length(run.own, k, self._uniform_cost)
 
     def _uniform_cost(self, b: int, rows: int) -> float:
         """A one-request view of the step: as if every running request drafted like this one."""

@@ -11,14 +11,15 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import statistics
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import torch
 from tqdm import tqdm
 
-from draftsmith.drafters.registry import METHODS, base_method, build_drafter, drafter_path, option_for
+from draftsmith.drafters.registry import METHODS, base_method, build_drafter, method_options
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -120,6 +121,12 @@ def validate_methods(methods: list[str]) -> list[str]:
     return [BASELINE] + [m for m in dict.fromkeys(methods) if m != BASELINE]
 
 
+def _fields(options: Any) -> dict[str, str]:
+    """A method's decoding options as the results record them (a loaded model by its class name)."""
+    values = {f.name: getattr(options, f.name) for f in fields(options)}
+    return {k: type(v).__name__ if isinstance(v, torch.nn.Module) else str(v) for k, v in values.items()}
+
+
 def run_bench(
     target: Target,
     prompts: dict[str, list[Prompt]],
@@ -129,7 +136,7 @@ def run_bench(
     max_new_tokens: int = 128,
     params: SamplingParams | None = None,
     k: int | None = None,
-    drafter_options: dict | None = None,
+    drafter_options: Mapping[str, Any] | None = None,
     source: str | None = None,
     progress: bool = True,
     checkpoint: Callable[[BenchResult], None] | None = None,
@@ -139,7 +146,9 @@ def run_bench(
 
     checkpoint: called after each repeat but the last with the result so far (complete repeats
     only, config["repeats_done"]), so a long bench that is stopped keeps what it measured.
-    llamacpp_logs: folder for the llama-server logs of llama.cpp peers (default: a temporary one)."""
+    llamacpp_logs: folder for the llama-server logs of llama.cpp peers (default: a temporary one).
+    drafter_options: option values by name, each method taking its own (`registry.method_options`);
+    a value may be per method or variant, {name: value, "*": every method}, as the CLI's flags give."""
     peers: dict = {}
     try:
         return _run_bench(
@@ -160,16 +169,11 @@ def _run_bench(
     params = params or SamplingParams()
     methods = validate_methods(methods)
     drafter_options = drafter_options or {}
+    options = {name: method_options(name, drafter_options) for name in methods if base_method(name)}
     runners: dict[str, Callable[[list[int], int], tuple[list[int], float, GenerationStats | None]]] = {}
     for name in methods:
         if base_method(name):  # a method, or a variant "METHOD:LABEL" with its own --drafter
-            opts = dict(drafter_options)
-            if isinstance(opts.get("drafter"), dict) or ":" in name:  # {method: dir, "*": any method}
-                opts["drafter"] = drafter_path(opts.get("drafter") or {}, name)
-            for key in ("lookup_bonus", "length_rule"):  # {method or variant: value, "*": any}
-                if isinstance(opts.get(key), dict):
-                    opts[key] = option_for(opts[key], name)
-            drafter = build_drafter(base_method(name), target, k=k, **opts)
+            drafter = build_drafter(base_method(name), target, options[name], k=k)
 
             def ours(ids, rep, drafter=drafter):
                 p = (
@@ -213,7 +217,7 @@ def _run_bench(
             "max_new_tokens": max_new_tokens,
             "sampling": asdict(params),
             "k": k,
-            "drafter_options": {k_: str(v) for k_, v in drafter_options.items()},
+            "drafter_options": {name: _fields(o) for name, o in options.items() if o is not None},
             "target": target.name,
         },
         machine=machine_info(target),

@@ -52,7 +52,7 @@ def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
         raise DraftsmithError(f"unknown method {method!r}")
     src = Path(directory) if directory else None
     if src is None and method in ("dflash", "dspark"):
-        from draftsmith.drafters.dflash.drafter import shipped_drafter
+        from draftsmith.drafters.checkpoint import shipped_drafter
 
         src = shipped_drafter(method, target)
     if src is None:

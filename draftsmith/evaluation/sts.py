@@ -20,17 +20,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
-from draftsmith.drafters.base import Drafter
 from draftsmith.drafters.checkpoint import STS_FILE, sts_confidence
 from draftsmith.engine.decode import speculative_generate
+from draftsmith.engine.drafter import Drafter
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.verify import verify
 from draftsmith.errors import DraftsmithError
 from draftsmith.evaluation.calibration import ece
 from draftsmith.models.target import Target
+
+if TYPE_CHECKING:
+    from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions
 
 GRID = tuple(round(0.25 * 2 ** (i / 8), 4) for i in range(41))  # 0.25 .. 8, geometric
 BIASES = tuple(round(-2.0 + 0.125 * i, 3) for i in range(33))  # -2 .. 2 in logit units
@@ -187,12 +191,15 @@ def held_out_prompts(path: str | Path | None, limit: int) -> list[str]:
     return prompts
 
 
-def run_sts(target: Target, method: str, options: dict, prompts: Sequence[str], args) -> tuple[dict, Path]:
-    """Decode, fit on the even prompts, report on the odd ones, store the fit on all."""
-    from draftsmith.drafters.dflash.drafter import shipped_drafter
+def run_sts(
+    target: Target, method: str, options: DFlashDecodeOptions, prompts: Sequence[str], args
+) -> tuple[dict, Path]:
+    """Decode, fit on the even prompts, report on the odd ones, store the fit on all (with the drafter
+    `options` names, else the shipped one, unless args.out says where)."""
+    from draftsmith.drafters.checkpoint import shipped_drafter
     from draftsmith.drafters.registry import build_drafter
 
-    drafter = build_drafter(method, target, **options)
+    drafter = build_drafter(method, target, options)
     if not hasattr(drafter, "confidence_logits") or not drafter.cfg.confidence:
         raise DraftsmithError(f"method {method!r} has no confidence head to calibrate")
     ids = [target.encode(p, chat=True) for p in prompts]
@@ -202,7 +209,7 @@ def run_sts(target: Target, method: str, options: dict, prompts: Sequence[str], 
     bias = not args.no_bias
     held_out = report(test_rounds, *fit(fit_rounds, bias=bias))
     temps, biases = fit([r for rs in rounds for r in rs], bias=bias)
-    where = Path(args.out) if args.out else Path(options.get("drafter") or shipped_drafter(method, target))
+    where = Path(args.out) if args.out else Path(options.drafter or shipped_drafter(method, target))
     meta = {
         "prompts": len(prompts),
         "rounds": sum(len(rs) for rs in rounds),

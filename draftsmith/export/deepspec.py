@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import draftsmith.export.common as common
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.errors import DraftsmithError
-from draftsmith.export import common
 
 NAME = "deepspec"
 ARCH = "Qwen3DSparkModel"

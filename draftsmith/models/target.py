@@ -9,10 +9,10 @@ import logging
 import torch
 
 from draftsmith.engine.backends import make_runner
-from draftsmith.engine.decode import StopRule
 from draftsmith.engine.lean_llama import auto_fixed_rows
 from draftsmith.engine.runner import ModelRunner
 from draftsmith.engine.step_shapes import MIXED_ROWS, PAD_SLACK, check_fixed_rows
+from draftsmith.engine.stop import StopRule
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.loading import load_model_and_tokenizer
 

@@ -14,8 +14,8 @@ import queue
 import time
 from collections.abc import Mapping
 
-from draftsmith.drafters.base import Drafter
 from draftsmith.engine.batch_decode import DRAFT_MARGIN, BatchDecoder, Running
+from draftsmith.engine.drafter import Drafter
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.engine import STREAM_INTERVAL_S, Failed, Finished, RequestHandle

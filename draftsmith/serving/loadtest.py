@@ -315,7 +315,7 @@ def load_prompts(suites: str, limit: int) -> list[tuple[str, bool]]:
 
 
 def main(args) -> int:
-    """The `draftsmith loadtest` command (args from cli.py's parser)."""
+    """The `draftsmith loadtest` command (args from its parser in cli/serve.py)."""
     levels = parse_concurrency(args.concurrency)
     for flag, value in (("--requests", args.requests), ("--max-tokens", args.max_tokens)):
         if value < 1:

@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
@@ -23,7 +24,7 @@ from draftsmith.serving.worker import SerialEngine, build_drafters
 def build_app(
     target: Target,
     methods: list[str] | tuple[str, ...],
-    drafter_options: Mapping[str, dict] | None = None,
+    drafter_options: Mapping[str, Any] | None = None,
     *,
     max_batch: int = 1,
     max_len: int = 2048,
@@ -39,8 +40,8 @@ def build_app(
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
-    drafter_options: per method, the registry's build options (as `draftsmith generate` passes
-    them). Drafters are built here, once, so a bad drafter fails at startup, not on a request.
+    drafter_options: per method, its options dataclass or option values by name (`build_drafter`).
+    Drafters are built here, once, so a bad drafter fails at startup, not on a request.
     max_batch 1 decodes one request at a time on any backend; more runs the batched engine (the
     lean runner in float32), whose schedules read the batched cost table (`calibrate --batch`,
     measured here on first use when `cost` is not given). draft_margin: how much faster a batched

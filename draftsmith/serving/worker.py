@@ -14,11 +14,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from draftsmith.api import TextStream
-from draftsmith.drafters.base import Drafter
 from draftsmith.drafters.registry import build_drafter
 from draftsmith.engine.decode import speculative_generate
+from draftsmith.engine.drafter import Drafter
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.engine import (
@@ -44,11 +45,19 @@ FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": 
 
 
 def build_drafters(
-    target: Target, methods: list[str] | tuple[str, ...], options: Mapping[str, dict] | None, k: int | None
+    target: Target, methods: list[str] | tuple[str, ...], options: Mapping[str, Any] | None, k: int | None
 ) -> dict[str, Drafter]:
-    """Each served method's drafter, built once through the registry (options per method)."""
+    """Each served method's drafter, built once through the registry. options: per method, an
+    instance of its Drafter's `options` dataclass, or option values by name (`build_drafter`)."""
     options = options or {}
-    return {m: build_drafter(m, target, k=k, **options.get(m, {})) for m in methods}
+    drafters = {}
+    for m in methods:
+        opts = options.get(m)
+        if isinstance(opts, Mapping):
+            drafters[m] = build_drafter(m, target, k=k, **opts)
+        else:
+            drafters[m] = build_drafter(m, target, opts, k=k)
+    return drafters
 
 
 class _Cancelled(Exception):
@@ -97,7 +106,7 @@ class SerialEngine:
         cls,
         target: Target,
         methods: list[str] | tuple[str, ...],
-        drafter_options: Mapping[str, dict] | None = None,
+        drafter_options: Mapping[str, Any] | None = None,
         k: int | None = None,
         **kwargs,
     ) -> SerialEngine:

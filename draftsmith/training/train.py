@@ -22,9 +22,10 @@ import torch
 import torch.distributed as dist
 from tqdm import tqdm
 
+from draftsmith.drafters.registry import recipe_for
 from draftsmith.engine.allocator import bound_freed_memory, keep_freed_memory
 from draftsmith.errors import DraftsmithError
-from draftsmith.training.recipe import Recipe, make_options, recipe_for
+from draftsmith.training.recipe import Recipe, make_options
 
 STATE = "trainer_state.pt"
 MAX_NONFINITE = 20

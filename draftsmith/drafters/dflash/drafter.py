@@ -10,45 +10,59 @@ use to stop the draft early (prefix survival prod c_k below the threshold).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from draftsmith.drafters import base
-from draftsmith.drafters.base import Draft, Drafter, merge_states, state_bytes
-from draftsmith.drafters.checkpoint import read_sts, sts_confidence, target_fingerprint
+from draftsmith.drafters.checkpoint import read_sts, shipped_drafter, sts_confidence
 from draftsmith.drafters.dflash.checkpoint import load_drafter
-from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.lookup import slot_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
+from draftsmith.drafters.options import TrainedDecodeOptions
+from draftsmith.engine import drafter as base
 from draftsmith.engine.draft_length import LENGTH_RULES
+from draftsmith.engine.drafter import Draft, Drafter, merge_states, state_bytes
 from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
 
-PRETRAINED = Path(__file__).resolve().parents[1] / "pretrained"
 
+@dataclass(frozen=True)
+class DFlashDecodeOptions(TrainedDecodeOptions):
+    """DFlash's and DSpark's decoding options (`DFlashDrafter.options`)."""
 
-def shipped_drafter(method: str, target) -> Path | None:
-    """The drafter shipped in the package for this target, if there is one."""
-    if not PRETRAINED.is_dir():
-        return None
-    fingerprint = target_fingerprint(target)
-    for path in sorted(PRETRAINED.glob(f"*-{method}")):
-        try:
-            if DFlashConfig.load(path).target_fingerprint == fingerprint:
-                return path
-        except DraftsmithError:
-            continue
-    return None
+    confidence_threshold: float = field(
+        default=0.0,
+        metadata={"help": "DSpark: stop a draft once the predicted prefix survival falls below this"},
+    )
+    length_rule: str = field(
+        default="prob",
+        metadata={
+            "help": "where a step's rows cost (fp32 on a CPU): shorten each draft by the drafter's own "
+            "probabilities of its tokens after drafting ('prob'; the hybrid's lookup drafts count as "
+            "sure) or by the request's running acceptance alone ('history', as every other method)",
+            "choices": LENGTH_RULES,
+            "per_method": True,
+        },
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.confidence_threshold <= 1:
+            raise DraftsmithError(f"confidence threshold must be in [0, 1], got {self.confidence_threshold}")
+        if self.length_rule not in LENGTH_RULES:
+            rules = ", ".join(LENGTH_RULES)
+            raise DraftsmithError(f"length rule must be one of {rules}: {self.length_rule!r}")
 
 
 class DFlashDrafter(Drafter):
     name = "dflash"
     description = "DFlash block diffusion drafter (one parallel pass per block; needs a trained drafter)"
     recipe = DFlashRecipe("dflash")
+    options = DFlashDecodeOptions
     export_formats = ("speculators", "zlab", "deepspec", "gguf")
 
     @classmethod
@@ -127,22 +141,17 @@ class DFlashDrafter(Drafter):
         return model
 
     @classmethod
-    def build(
-        cls,
-        target,
-        drafter=None,
-        k=None,
-        confidence_threshold: float = 0.0,
-        length_rule: str | None = None,
-        **_,
-    ) -> DFlashDrafter:
-        """STS temperatures and biases stored with the drafter (`sts.json`) scale its confidences."""
+    def build(cls, target, options: DFlashDecodeOptions | None = None, k: int | None = None) -> DFlashDrafter:
+        """STS temperatures and biases stored with the drafter (`sts.json`) scale its confidences; k is
+        not used (a draft is at most the drafter's block)."""
+        o = options or DFlashDecodeOptions()
+        drafter = o.drafter
         path = drafter or shipped_drafter(cls.name, target)
         model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
         if model is not drafter:  # loaded here to draft, so nothing will train it
             model.fuse_for_decoding()
         sts = read_sts(path)
-        return cls(model, target.runner.vocab_size, confidence_threshold, *sts, length_rule=length_rule)
+        return cls(model, target.runner.vocab_size, o.confidence_threshold, *sts, length_rule=o.length_rule)
 
     def start(self, prompt: torch.Tensor, hidden, max_len: int) -> None:
         cfg, p = self.cfg, self.model.fc.weight

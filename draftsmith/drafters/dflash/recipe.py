@@ -31,8 +31,9 @@ class DFlashOptions:
     markov_state: int = field(
         default=0,
         metadata={
+            "group": "draftsmith-only",
             "help": "DSpark, draftsmith-only (no engine or export format has it): width of a serial "
-            "state update from the previous token (0 = off)"
+            "state update from the previous token (0 = off)",
         },
     )
     draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
@@ -40,6 +41,7 @@ class DFlashOptions:
     init: str = field(
         default="random",
         metadata={
+            "group": "experimental",
             "choices": ["random", "head", "target"],
             "help": "draft layers start at random (DeepSpec), random with the target's final norm "
             "(head), or as copies of the target's last layers (target)",
@@ -55,27 +57,36 @@ class DFlashOptions:
     anchor_context: bool = field(
         default=False,
         metadata={
+            "group": "draftsmith-only",
             "help": "draftsmith-only (no engine or export format has it): add the context state before "
-            "the anchor to every block input"
+            "the anchor to every block input",
         },
     )
     lookup_input: int = field(
         default=0,
         metadata={
+            "group": "draftsmith-only",
             "help": "draftsmith-only (no engine or export format has it): feed each block slot the "
             "prompt-lookup guess of its token (suffix matches up to N tokens) and the match length "
-            "(0 = off)"
+            "(0 = off)",
         },
     )
     ce_weight: float = field(
         default=0.5, metadata={"help": "DSpark: CE weight; L1 to the target gets 1 - this (paper 0.1)"}
     )
     feature_weight: float = field(
-        default=0.0, metadata={"help": "smooth-L1 regression of draft states onto the target's (EAGLE)"}
+        default=0.0,
+        metadata={
+            "group": "experimental",
+            "help": "smooth-L1 regression of draft states onto the target's (EAGLE)",
+        },
     )
     loss_slots: int = field(
         default=0,
-        metadata={"help": "train only the first N block slots (0 = all; the default CPU mode verifies 3)"},
+        metadata={
+            "group": "experimental",
+            "help": "train only the first N block slots (0 = all; the default CPU mode verifies 3)",
+        },
     )
     survival: bool = field(
         default=False,

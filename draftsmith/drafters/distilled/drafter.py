@@ -15,7 +15,8 @@ import torch
 from draftsmith.drafters.distilled.checkpoint import META, check_target, load_draft
 from draftsmith.drafters.distilled.model import DistilledDraft
 from draftsmith.drafters.distilled.recipe import DistilledRecipe
-from draftsmith.drafters.draft_model import DraftModelDrafter
+from draftsmith.drafters.draft_model import DraftModelDecodeOptions, DraftModelDrafter
+from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.errors import DraftsmithError
 
 NEEDS_DIR = (
@@ -28,6 +29,7 @@ class DistilledDrafter(DraftModelDrafter):
     name = "distilled"
     description = "a few of the target's own layers distilled into a small draft LM (drafts token by token)"
     recipe = DistilledRecipe()
+    options = TrainedDecodeOptions
     export_formats = ("hf",)
 
     @classmethod
@@ -48,10 +50,13 @@ class DistilledDrafter(DraftModelDrafter):
         return drafter if isinstance(drafter, DistilledDraft) else load_draft(drafter, target, dtype)
 
     @classmethod
-    def build(cls, target, drafter=None, k: int | None = None, **_) -> DistilledDrafter:
+    def build(
+        cls, target, options: TrainedDecodeOptions | None = None, k: int | None = None
+    ) -> DistilledDrafter:
+        drafter = (options or TrainedDecodeOptions()).drafter
         if isinstance(drafter, DistilledDraft):  # an in-memory draft (tests, notebooks)
             return cls(drafter.lm.eval(), target.runner.vocab_size, k=4 if k is None else k)
         if not drafter:
             raise DraftsmithError(NEEDS_DIR)
         check_target(drafter, target)
-        return super().build(target, draft_model=str(drafter), k=k)
+        return super().build(target, DraftModelDecodeOptions(draft_model=str(drafter)), k=k)

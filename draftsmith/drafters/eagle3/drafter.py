@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter, QueuedStates
+from draftsmith.drafters.checkpoint import shipped_drafter
 from draftsmith.drafters.eagle3.checkpoint import load_drafter
 from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.eagle3.recipe import Eagle3Recipe
+from draftsmith.drafters.options import TrainedDecodeOptions
+from draftsmith.engine.drafter import Draft, Drafter, QueuedStates
 from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.sampling import SamplingParams, draft_choice
 from draftsmith.errors import DraftsmithError
@@ -27,6 +29,7 @@ class Eagle3Drafter(QueuedStates, Drafter):
         "EAGLE-3: one layer over fused low/mid/high target states, chain drafts (needs a trained drafter)"
     )
     recipe = Eagle3Recipe()
+    options = TrainedDecodeOptions
     export_formats = ("sglang", "speculators", "gguf")
 
     @classmethod
@@ -56,16 +59,23 @@ class Eagle3Drafter(QueuedStates, Drafter):
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> Eagle3Model:
-        """A loaded model or a trained directory (own format, or an SGLang / speculators export)."""
+        """A loaded model, a trained directory (own format, or an SGLang / speculators export), or
+        the one shipped for this target."""
+        if isinstance(drafter, Eagle3Model):
+            return drafter
+        drafter = drafter or shipped_drafter(cls.name, target)
         if not drafter:
             raise DraftsmithError(
-                "method 'eagle3' needs --drafter DIR (a trained EAGLE-3 drafter; none ships with "
-                "draftsmith yet): train one with `draftsmith train --method eagle3`"
+                f"method 'eagle3' needs --drafter DIR (a trained EAGLE-3 drafter; none ships for "
+                f"{target.name!r}): train one with `draftsmith train --method eagle3`"
             )
-        return drafter if isinstance(drafter, Eagle3Model) else load_drafter(drafter, target, dtype)
+        return load_drafter(drafter, target, dtype)
 
     @classmethod
-    def build(cls, target, drafter=None, k: int | None = None, **_) -> Eagle3Drafter:
+    def build(
+        cls, target, options: TrainedDecodeOptions | None = None, k: int | None = None
+    ) -> Eagle3Drafter:
+        drafter = (options or TrainedDecodeOptions()).drafter
         model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size, k)
 

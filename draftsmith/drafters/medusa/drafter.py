@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter
+from draftsmith.drafters.checkpoint import shipped_drafter
 from draftsmith.drafters.medusa.checkpoint import load_medusa
 from draftsmith.drafters.medusa.model import FORMAT, MedusaModel
 from draftsmith.drafters.medusa.recipe import MedusaRecipe
+from draftsmith.drafters.options import TrainedDecodeOptions
+from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.runner import FINAL
 from draftsmith.engine.sampling import SamplingParams, draft_choice
@@ -28,6 +30,7 @@ class MedusaDrafter(Drafter):
         "Medusa: K parallel heads on the target's last state, one pass per round (needs a trained drafter)"
     )
     recipe = MedusaRecipe()
+    options = TrainedDecodeOptions
     hidden_layers = (FINAL,)
     export_formats = ("medusa",)
 
@@ -55,14 +58,22 @@ class MedusaDrafter(Drafter):
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> MedusaModel:
-        if drafter is None:
+        """A loaded model, a trained directory, or the heads shipped for this target."""
+        if isinstance(drafter, MedusaModel):
+            return drafter
+        drafter = drafter or shipped_drafter(cls.name, target)
+        if not drafter:
             raise DraftsmithError(
-                "method 'medusa' needs --drafter DIR (heads trained with `draftsmith train --method medusa`)"
+                f"method 'medusa' needs --drafter DIR (heads trained with `draftsmith train --method "
+                f"medusa`; none ship for {target.name!r})"
             )
-        return drafter if isinstance(drafter, MedusaModel) else load_medusa(drafter, target, dtype)
+        return load_medusa(drafter, target, dtype)
 
     @classmethod
-    def build(cls, target, drafter=None, k: int | None = None, **_) -> MedusaDrafter:
+    def build(
+        cls, target, options: TrainedDecodeOptions | None = None, k: int | None = None
+    ) -> MedusaDrafter:
+        drafter = (options or TrainedDecodeOptions()).drafter
         model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size, k)
 

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import torch
 
-from draftsmith.drafters.base import Draft, Drafter, QueuedStates
+from draftsmith.drafters.checkpoint import shipped_drafter
 from draftsmith.drafters.mtp.checkpoint import load_mtp
 from draftsmith.drafters.mtp.model import ContextKV, MTPModel
 from draftsmith.drafters.mtp.recipe import MTPRecipe
 from draftsmith.drafters.mtp.shipped import load_shipped
+from draftsmith.drafters.options import TrainedDecodeOptions
+from draftsmith.engine.drafter import Draft, Drafter, QueuedStates
 from draftsmith.engine.packing import for_decoding
 from draftsmith.engine.runner import FINAL
 from draftsmith.engine.sampling import SamplingParams, draft_choice
@@ -30,6 +32,7 @@ class MTPDrafter(QueuedStates, Drafter):
         "(trained with `draftsmith train --method mtp`, or the module a checkpoint ships)"
     )
     recipe = MTPRecipe()
+    options = TrainedDecodeOptions
     export_formats = ("speculators",)
 
     @classmethod
@@ -58,22 +61,27 @@ class MTPDrafter(QueuedStates, Drafter):
 
     @classmethod
     def load_model(cls, target, drafter=None, dtype: torch.dtype | None = None) -> MTPModel:
-        """A loaded model, a directory trained here, or (no drafter given) the target's own module."""
+        """A loaded model, a directory trained here, or (no drafter given) the target's own module,
+        else the head shipped in draftsmith for this target."""
         if isinstance(drafter, MTPModel):
             return drafter
         if drafter:
             return load_mtp(drafter, target, dtype)
         model = load_shipped(target)
-        if model is None:
+        if model is not None:
+            return model
+        packaged = shipped_drafter(cls.name, target)
+        if packaged is None:
             raise DraftsmithError(
                 f"method 'mtp' needs --drafter DIR (a head trained with `draftsmith train --method mtp`) "
                 f"or a target whose checkpoint ships MTP modules (num_nextn_predict_layers); "
                 f"{target.name!r} ships none"
             )
-        return model
+        return load_mtp(packaged, target, dtype)
 
     @classmethod
-    def build(cls, target, drafter=None, k=None, **_) -> MTPDrafter:
+    def build(cls, target, options: TrainedDecodeOptions | None = None, k: int | None = None) -> MTPDrafter:
+        drafter = (options or TrainedDecodeOptions()).drafter
         model = for_decoding(cls.load_model(target, drafter), drafter)
         return cls(model, target.runner.vocab_size)
 

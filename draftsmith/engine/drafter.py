@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -68,6 +68,9 @@ class Drafter:
     hidden_layers: tuple[HiddenKey, ...] = ()
     default_k: int = 0
     recipe: ClassVar[Recipe | None] = None  # how `draftsmith train` trains it; None: not trained
+    # its decoding options: a frozen dataclass (defaults, validation, help) that `build` gets an instance
+    # of and the CLI derives its drafter flags from; None: it takes none
+    options: ClassVar[type | None] = None
     export_formats: ClassVar[tuple[str, ...]] = ()  # what `draftsmith export` writes its drafters as
 
     @classmethod
@@ -83,8 +86,9 @@ class Drafter:
         raise NotImplementedError(f"{cls.name} has no export")
 
     @classmethod
-    def build(cls, target: Target, **options: object) -> Drafter:
-        """Construct from CLI/API options; unknown options are ignored so one flag set serves all."""
+    def build(cls, target: Target, options: Any = None, k: int | None = None) -> Drafter:
+        """Construct for `target` from an instance of `cls.options` (None: its defaults) and a draft
+        length (None: the method's own)."""
         return cls()
 
     def fork(self) -> Drafter:

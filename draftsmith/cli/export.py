@@ -1,0 +1,83 @@
+"""Deployment commands: export (a trained drafter in an engine's format), llamacpp (the pinned build)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import draftsmith.cli.common as common
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a trained drafter in a format vLLM / SGLang load; what a format cannot carry is refused."""
+    from draftsmith.export import DEFAULT_VERIFIER
+    from draftsmith.export.methods import check_format, export_directory, method_of
+
+    method = method_of(args.drafter)
+    check_format(method, args.format)  # before the slow model load
+    if args.format == "gguf":
+        from draftsmith.deploy import llamacpp
+
+        llamacpp.require()
+    name = args.verifier_name or args.target or DEFAULT_VERIFIER
+    target = common.load_target(args)
+    gguf_type = getattr(args, "gguf_type", "f16")
+    out = export_directory(args.drafter, args.format, args.out, target, name, gguf_type)
+    report = {"format": args.format, "out": str(out), "verifier": name}
+    if args.format == "gguf":
+        from draftsmith.export import gguf
+
+        tgt = gguf.write_target(target, Path(args.out), getattr(args, "gguf_target_type", "q8_0"))
+        report |= {"target_gguf": str(tgt), "llama_server": gguf.server_command(method, tgt, out)}
+    print(json.dumps(report))
+    return 0
+
+
+def cmd_llamacpp(args: argparse.Namespace) -> int:
+    from draftsmith.deploy import llamacpp
+
+    if args.action == "install":
+        root = llamacpp.install(force=args.force, archive=args.archive)
+        print(f"llama.cpp {llamacpp.VERSION} at {root}")
+    else:
+        print(llamacpp.require())
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    """export, llamacpp."""
+    p = sub.add_parser("export", help="write a trained drafter in a format vLLM, SGLang or llama.cpp loads")
+    p.add_argument(
+        "--format",
+        required=True,
+        help="one of the drafter's method's formats (`draftsmith methods` lists them; the drafter "
+        "directory names its method), e.g. speculators, zlab, deepspec, sglang, hf, gguf (llama.cpp)",
+    )
+    p.add_argument("--drafter", required=True, help="a trained drafter directory")
+    p.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")
+    p.add_argument(
+        "--gguf-type",
+        default="f16",
+        choices=["f32", "f16", "bf16", "q8_0"],
+        help="gguf: the drafter's weight type",
+    )
+    p.add_argument(
+        "--gguf-target-type",
+        default="q8_0",
+        choices=["f32", "f16", "bf16", "q8_0"],
+        help="gguf: the target's weight type, when the target is not a GGUF already",
+    )
+    p.add_argument(
+        "--verifier-name",
+        default=None,
+        help="verifier name written into the config (default: --target, or the default target's hub id)",
+    )
+    common.add_target_args(p)
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("llamacpp", help="the pinned llama.cpp build (GGUF export, bench peers)")
+    p.add_argument("action", choices=["install", "path"], help="install: fetch and build; path: print where")
+    p.add_argument("--force", action="store_true", help="install: rebuild even if complete")
+    p.add_argument("--archive", default=None, help="install: a local copy of the pinned source archive")
+    p.set_defaults(func=cmd_llamacpp)
