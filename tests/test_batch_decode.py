@@ -11,8 +11,9 @@ from test_eagle3 import make_model as make_eagle3
 from test_engine import perturbed_copy
 from test_mtp import make_mtp
 
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
 from draftsmith.drafters.draft_model import DraftModelDrafter
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.eagle3.drafter import Eagle3Drafter
 from draftsmith.drafters.hybrid import HybridDrafter
 from draftsmith.drafters.mtp.drafter import MTPDrafter

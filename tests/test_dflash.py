@@ -12,9 +12,10 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash import training
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig, default_target_layers
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.training import block_forward, block_loss, build_blocks
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.hybrid import HybridDecodeOptions
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate

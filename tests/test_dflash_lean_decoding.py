@@ -9,7 +9,8 @@ from conftest import VOCAB, tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.dflash.checkpoint import save_drafter
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.hybrid import HybridDecodeOptions
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.packing import pack_linears, packable_dtypes

@@ -20,8 +20,9 @@ from safetensors.torch import load_file, save_file
 from draftsmith.drafters.checkpoint import PRETRAINED, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate

@@ -9,7 +9,8 @@ from conftest import tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.dflash.checkpoint import save_drafter
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.engine.packing import PackedLinear, pack_linears, pack_weight, packable_dtypes, packed_linear

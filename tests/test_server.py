@@ -17,10 +17,10 @@ from conftest import tiny_target
 from draftsmith.api import generate
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.serving.app import create_app
-from draftsmith.serving.batch_worker import BatchEngine
+from draftsmith.serving.batch_worker import BatchWorker
 from draftsmith.serving.prompts import PromptEncoder
 from draftsmith.serving.server import BackgroundServer, build_app
-from draftsmith.serving.worker import SerialEngine
+from draftsmith.serving.worker import SerialWorker
 
 MODEL = "tiny-llama-0"  # tiny_target()'s name: the default model serves the first method (plain)
 MAX_TOKENS = 24
@@ -277,14 +277,14 @@ class SlowDrafter(PlainDrafter):
 
 
 @pytest.fixture(scope="module", params=list(ENGINES))
-def faulty(request) -> Iterator[tuple[str, SerialEngine, GateDrafter]]:
+def faulty(request) -> Iterator[tuple[str, SerialWorker, GateDrafter]]:
     target = tiny_target()
     gate = GateDrafter()
     drafters = {"plain": PlainDrafter(), "gate": gate, "broken": BrokenDrafter(), "slow": SlowDrafter()}
     if request.param == "serial":
-        engine = SerialEngine(target, drafters, max_queue=1)
+        engine = SerialWorker(target, drafters, max_queue=1)
     else:  # the gate holds the engine thread in its prefill, so the queue fills the same way
-        engine = BatchEngine(target, drafters, max_batch=2, max_queue=1, schedule="fixed")
+        engine = BatchWorker(target, drafters, max_batch=2, max_queue=1, schedule="fixed")
     with BackgroundServer(create_app(engine, PromptEncoder(target), MODEL)) as url:
         yield url, engine, gate
     gate.gate.set()
@@ -466,7 +466,7 @@ def test_streamed_text_emitted_close_together_is_merged_and_nothing_is_lost(inte
     of the event loop and the client); the end hands over what is held first, so the text is whole."""
     import asyncio
 
-    from draftsmith.serving.engine import Finished, GenerationRequest, RequestHandle, TextDelta
+    from draftsmith.serving.requests import Finished, GenerationRequest, RequestHandle, TextDelta
 
     async def run() -> list:
         handle = RequestHandle(GenerationRequest((1, 2), "plain", 8), stream_interval=interval)

@@ -12,7 +12,8 @@ from conftest import VOCAB, tiny_target
 from test_dflash import make_drafter
 
 from draftsmith.drafters.checkpoint import read_sts
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
 from draftsmith.evaluation.sts import Round, collect, cumulative_pairs, fit, report, save

@@ -8,8 +8,8 @@ import torch
 from conftest import VOCAB, tiny_target
 from test_dflash import make_drafter
 
-from draftsmith.drafters.dflash.drafter import DSparkDrafter
 from draftsmith.drafters.dflash.vocab import grow_vocab, grown_ids
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.errors import DraftsmithError

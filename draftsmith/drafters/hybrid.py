@@ -19,7 +19,8 @@ from functools import partial
 import numpy as np
 import torch
 
-from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DSparkDrafter
+from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions
+from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.ngram import NgramDrafter, lookup
 from draftsmith.engine.drafter import Draft, Drafter
 from draftsmith.engine.runner import HiddenKey

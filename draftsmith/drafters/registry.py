@@ -19,7 +19,7 @@ ENTRIES = {
     "ngram": "draftsmith.drafters.ngram:NgramDrafter",
     "draft-model": "draftsmith.drafters.draft_model:DraftModelDrafter",
     "dflash": "draftsmith.drafters.dflash.drafter:DFlashDrafter",
-    "dspark": "draftsmith.drafters.dflash.drafter:DSparkDrafter",
+    "dspark": "draftsmith.drafters.dspark.drafter:DSparkDrafter",
     "hybrid": "draftsmith.drafters.hybrid:HybridDrafter",
     "eagle3": "draftsmith.drafters.eagle3.drafter:Eagle3Drafter",
     "distilled": "draftsmith.drafters.distilled.drafter:DistilledDrafter",

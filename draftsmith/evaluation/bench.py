@@ -24,10 +24,10 @@ from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.calibration import by_position
 from draftsmith.evaluation.llamacpp_peers import PEERS as LLAMACPP_PEERS
 from draftsmith.evaluation.llamacpp_peers import baseline_of
 from draftsmith.evaluation.peers import PEERS, HFPeer
+from draftsmith.evaluation.reliability import by_position
 from draftsmith.evaluation.suites import Prompt
 from draftsmith.models.target import Target
 

@@ -30,7 +30,7 @@ from draftsmith.engine.drafter import Drafter
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.verify import verify
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.calibration import ece
+from draftsmith.evaluation.reliability import ece
 from draftsmith.models.target import Target
 
 if TYPE_CHECKING:

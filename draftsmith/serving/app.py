@@ -1,7 +1,7 @@
 """The FastAPI routes: OpenAI's chat and text completions, models, health and Prometheus metrics.
 
-Routes validate and tokenize, then hand a `GenerationRequest` to the engine and relay its events,
-as server-sent events or as one JSON body. Both paths read the same engine events, so a streamed
+Routes validate and tokenize, then hand a `GenerationRequest` to the worker and relay its events,
+as server-sent events or as one JSON body. Both paths read the same worker events, so a streamed
 and a non-streamed run of the same greedy request return the same text.
 """
 
@@ -22,18 +22,18 @@ from starlette.types import Receive, Scope, Send
 
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.errors import DraftsmithError
-from draftsmith.serving.engine import (
-    Engine,
-    EngineUnavailableError,
+from draftsmith.serving.errors import APIError, error_body, install_error_handlers
+from draftsmith.serving.prompts import PromptEncoder, PromptTooLongError
+from draftsmith.serving.requests import (
     Failed,
     Finished,
     GenerationRequest,
     QueueFullError,
     RequestHandle,
     TextDelta,
+    Worker,
+    WorkerUnavailableError,
 )
-from draftsmith.serving.errors import APIError, error_body, install_error_handlers
-from draftsmith.serving.prompts import PromptEncoder, PromptTooLongError
 from draftsmith.serving.schemas import (
     AssistantMessage,
     ChatChoice,
@@ -59,7 +59,7 @@ DISCONNECT_POLL_S = 0.25
 
 
 class EngineStream(StreamingResponse):
-    """Server-sent events that cancel their engine request however the response ends.
+    """Server-sent events that cancel their worker request however the response ends.
 
     Starlette stops the body iterator when the client disconnects; cancelling in `finally` here
     (not in the iterator) also covers a client that leaves while the request is still queued.
@@ -106,7 +106,7 @@ async def _collect(handle: RequestHandle, request: Request) -> Finished:
                 return event
             if isinstance(event, Failed):
                 raise APIError(event.status, event.message, code=event.code, refused=False)
-        raise APIError(500, "the engine ended the request without a result", refused=False)
+        raise APIError(500, "the worker ended the request without a result", refused=False)
     finally:
         watcher.cancel()
         handle.cancel()
@@ -129,7 +129,7 @@ def require_api_key(app: FastAPI, api_key: str) -> None:
 
 
 def create_app(
-    engine: Engine,
+    worker: Worker,
     encoder: PromptEncoder,
     model_name: str,
     default_max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -138,21 +138,21 @@ def create_app(
     """The app for one target. Model ids: `model_name` (the first method) and `model_name:METHOD`
     for every served method, so a client picks the decoding method through the `model` field.
     api_key: required as a Bearer token on every API route (None: open)."""
-    models = {model_name: engine.methods[0], **{f"{model_name}:{m}": m for m in engine.methods}}
+    models = {model_name: worker.methods[0], **{f"{model_name}:{m}": m for m in worker.methods}}
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        engine.start()
+        worker.start()
         try:
             yield
         finally:
-            await run_in_threadpool(engine.stop)
+            await run_in_threadpool(worker.stop)
 
     app = FastAPI(title="draftsmith", description="OpenAI-compatible speculative decoding", lifespan=lifespan)
-    install_error_handlers(app, on_invalid=lambda: engine.metrics.count("invalid"))
+    install_error_handlers(app, on_invalid=lambda: worker.metrics.count("invalid"))
     if api_key:
         require_api_key(app, api_key)
-    app.state.engine = engine
+    app.state.worker = worker
 
     def method_of(model: str) -> str:
         if model not in models:
@@ -187,13 +187,13 @@ def create_app(
             tuple(ids), method, budget or default_max_tokens, params, body.stop_strings
         )
         try:
-            return engine.submit(request)
+            return worker.submit(request)
         except QueueFullError as e:
-            engine.metrics.count("rejected")
+            worker.metrics.count("rejected")
             raise APIError(
                 429, f"server busy: {e}", code="queue_full", headers={"Retry-After": "1"}
             ) from None
-        except EngineUnavailableError as e:
+        except WorkerUnavailableError as e:
             raise APIError(503, str(e), code="engine_unavailable") from None
 
     @app.post("/v1/chat/completions")
@@ -237,20 +237,20 @@ def create_app(
 
     @app.get("/health")
     async def health() -> JSONResponse:
-        alive = engine.is_alive()
+        alive = worker.is_alive()
         body = {
             "status": "ok" if alive else "unavailable",
             "model": model_name,
-            "methods": list(engine.methods),
-            "queue_depth": engine.queue_depth,
-            "batch_size": engine.batch_size,
-            "max_batch": engine.max_batch,
+            "methods": list(worker.methods),
+            "queue_depth": worker.queue_depth,
+            "batch_size": worker.batch_size,
+            "max_batch": worker.max_batch,
         }
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/metrics")
     async def metrics() -> PlainTextResponse:
-        text = engine.metrics.render(engine.queue_depth, engine.batch_size, engine.max_batch)
+        text = worker.metrics.render(worker.queue_depth, worker.batch_size, worker.max_batch)
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app

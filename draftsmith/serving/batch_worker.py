@@ -1,10 +1,10 @@
-"""The batched engine: one background thread runs continuous-batched speculative decoding.
+"""The batched worker: one background thread runs continuous-batched speculative decoding.
 
 Between steps it admits queued requests into free slots (prefill), drops the ones whose client
 left (the slot is free at once), and runs one `BatchDecoder.step` for everything in flight: all
 requests share each verify forward. Each request drafts with its own fork of its method's
 drafter, so methods can share a batch. A request whose drafter fails ends alone with a 500; a
-failure of the shared forward fails the requests in that step and the engine goes on.
+failure of the shared forward fails the requests in that step and the worker goes on.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ from draftsmith.engine.batch_decode import DRAFT_MARGIN, BatchDecoder, Running
 from draftsmith.engine.drafter import Drafter
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
-from draftsmith.serving.engine import STREAM_INTERVAL_S, Failed, Finished, RequestHandle
 from draftsmith.serving.metrics import ServerMetrics
-from draftsmith.serving.worker import SerialEngine
+from draftsmith.serving.requests import STREAM_INTERVAL_S, Failed, Finished, RequestHandle
+from draftsmith.serving.worker import SerialWorker
 
 log = logging.getLogger("draftsmith.serving")
 
 
-class BatchEngine(SerialEngine):
-    """Up to `max_batch` requests decoded together (the `Engine` protocol of worker.SerialEngine)."""
+class BatchWorker(SerialWorker):
+    """Up to `max_batch` requests decoded together (the `Worker` protocol of worker.SerialWorker)."""
 
     def __init__(
         self,
@@ -43,7 +43,7 @@ class BatchEngine(SerialEngine):
         draft_margin: float | None = None,
         stream_interval: float = STREAM_INTERVAL_S,
     ) -> None:
-        # the serial engine knows fixed/history; the batched decoder checks its own schedules
+        # the serial worker knows fixed/history; the batched decoder checks its own schedules
         super().__init__(
             target, drafters, max_queue=max_queue, k=k, metrics=metrics, stream_interval=stream_interval
         )
@@ -72,7 +72,7 @@ class BatchEngine(SerialEngine):
             except Exception as e:  # the shared forward failed: fail this step's requests, go on
                 log.exception("a batched step failed")
                 for slot in list(self._handles):
-                    self._end(slot, Failed(f"the engine failed on this step: {type(e).__name__}: {e}", 500))
+                    self._end(slot, Failed(f"the worker failed on this step: {type(e).__name__}: {e}", 500))
                 continue
             for run in done:
                 self._finish(run)

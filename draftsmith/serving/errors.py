@@ -35,7 +35,7 @@ class APIError(Exception):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers
-        self.refused = refused  # False: the engine took the request and ended it (counted there)
+        self.refused = refused  # False: the worker took the request and ended it (counted there)
 
     def body(self) -> dict[str, Any]:
         return error_body(self.status, self.message, self.param, self.code)

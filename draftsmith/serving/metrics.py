@@ -1,4 +1,4 @@
-"""Server counters in Prometheus text format, fed by the engine's own per-request statistics.
+"""Server counters in Prometheus text format, fed by the worker's own per-request statistics.
 
 Acceptance figures pool each method's `GenerationStats` (tau over all verify rounds, acceptance
 by draft position), so /metrics reports the same numbers `draftsmith bench` does, live.
@@ -15,7 +15,7 @@ LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 """Histogram bounds in seconds (latency, time to first token, queue wait)."""
 
 OUTCOMES = ("ok", "error", "cancelled", "rejected", "invalid")
-"""ok: completed; error: failed in the engine; cancelled: client left; rejected: queue full;
+"""ok: completed; error: failed in the worker; cancelled: client left; rejected: queue full;
 invalid: refused before queueing (bad JSON, parameters, model or prompt)."""
 
 
@@ -48,7 +48,7 @@ def _label(value: str) -> str:
 
 
 class ServerMetrics:
-    """Everything /metrics reports; engines and routes update it from any thread."""
+    """Everything /metrics reports; workers and routes update it from any thread."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -112,7 +112,7 @@ class ServerMetrics:
             metric(
                 "draftsmith_queue_depth",
                 "gauge",
-                "Requests waiting for the engine.",
+                "Requests waiting for the worker.",
                 [f"draftsmith_queue_depth {queue_depth}"],
             )
             metric(
@@ -124,7 +124,7 @@ class ServerMetrics:
             metric(
                 "draftsmith_max_batch_size",
                 "gauge",
-                "Most requests the engine decodes at once.",
+                "Most requests the worker decodes at once.",
                 [f"draftsmith_max_batch_size {max_batch}"],
             )
             per_method = sorted(self.stats.items())

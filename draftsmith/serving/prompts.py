@@ -21,7 +21,7 @@ class PromptEncoder:
 
     def __init__(self, target: Target, max_context: int | None = None) -> None:
         self.target = target
-        self.max_context = max_context or target.runner.max_context  # a batched engine's slot size
+        self.max_context = max_context or target.runner.max_context  # a batched worker's slot size
         self.vocab_size = target.runner.vocab_size
 
     def chat(self, messages: list[dict[str, str]]) -> list[int]:

@@ -15,10 +15,10 @@ from fastapi import FastAPI
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.app import DEFAULT_MAX_TOKENS, create_app
-from draftsmith.serving.batch_worker import BatchEngine
-from draftsmith.serving.engine import STREAM_INTERVAL_S
+from draftsmith.serving.batch_worker import BatchWorker
 from draftsmith.serving.prompts import PromptEncoder
-from draftsmith.serving.worker import SerialEngine, build_drafters
+from draftsmith.serving.requests import STREAM_INTERVAL_S
+from draftsmith.serving.worker import SerialWorker, build_drafters
 
 
 def build_app(
@@ -42,7 +42,7 @@ def build_app(
 
     drafter_options: per method, its options dataclass or option values by name (`build_drafter`).
     Drafters are built here, once, so a bad drafter fails at startup, not on a request.
-    max_batch 1 decodes one request at a time on any backend; more runs the batched engine (the
+    max_batch 1 decodes one request at a time on any backend; more runs the batched worker (the
     lean runner in float32), whose schedules read the batched cost table (`calibrate --batch`,
     measured here on first use when `cost` is not given). draft_margin: how much faster a batched
     drafting step must be forecast than a plain one (None: the decoder's default). stream_interval:
@@ -55,7 +55,7 @@ def build_app(
         raise DraftsmithError("--schedule confidence schedules a batch: use it with --max-batch > 1")
     drafters = build_drafters(target, list(methods), drafter_options, k)
     if max_batch == 1:
-        engine = SerialEngine(
+        worker = SerialWorker(
             target, drafters, k=k, max_queue=max_queue, schedule=schedule, stream_interval=stream_interval
         )
     else:
@@ -63,7 +63,7 @@ def build_app(
 
         if cost is None and schedule != "fixed":
             cost = batch_cost.cached(target.runner)
-        engine = BatchEngine(
+        worker = BatchWorker(
             target,
             drafters,
             max_batch=max_batch,
@@ -75,17 +75,17 @@ def build_app(
             draft_margin=draft_margin,
             stream_interval=stream_interval,
         )
-    prompts = PromptEncoder(target, getattr(engine, "max_context", None))
-    return create_app(engine, prompts, model_name or target.name, default_max_tokens, api_key)
+    prompts = PromptEncoder(target, getattr(worker, "max_context", None))
+    return create_app(worker, prompts, model_name or target.name, default_max_tokens, api_key)
 
 
 def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: str = "info") -> None:
     """Run until interrupted: HTTP on a background thread, decoding on this (the main) thread, so
-    all torch work stays on the thread that loaded the model (see `SerialEngine.run_here`)."""
-    engine = app.state.engine
+    all torch work stays on the thread that loaded the model (see `SerialWorker.run_here`)."""
+    worker = app.state.worker
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan="on"))
     http = threading.Thread(target=_low_priority(server.run), name="draftsmith-http", daemon=True)
-    engine._thread = threading.current_thread()  # the lifespan's start() must not spawn a thread
+    worker._thread = threading.current_thread()  # the lifespan's start() must not spawn a thread
 
     def interrupt(signum: int, frame: object) -> None:  # SIGTERM stops as cleanly as Ctrl-C
         raise KeyboardInterrupt
@@ -97,12 +97,12 @@ def serve(app: FastAPI, host: str = "127.0.0.1", port: int = 8000, log_level: st
             raise DraftsmithError(f"the server could not start on {host}:{port} (see the log above)")
         time.sleep(0.05)
     try:
-        engine.run_here()
+        worker.run_here()
     except KeyboardInterrupt:
         pass
     finally:
         server.should_exit = True
-        engine.stop()
+        worker.stop()
         http.join(timeout=15)
 
 

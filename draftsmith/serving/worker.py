@@ -1,4 +1,4 @@
-"""Today's engine: one background thread that owns the target and decodes one request at a time.
+"""Today's worker: one background thread that owns the target and decodes one request at a time.
 
 The thread is the only code that touches the target's runner (its KV cache is one sequence) and
 the drafters (built once per method; `start` resets them for each request). Requests wait in a
@@ -22,26 +22,26 @@ from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.drafter import Drafter
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
-from draftsmith.serving.engine import (
+from draftsmith.serving.metrics import ServerMetrics
+from draftsmith.serving.requests import (
     STREAM_INTERVAL_S,
-    EngineUnavailableError,
     Failed,
     Finished,
     GenerationRequest,
     QueueFullError,
     RequestHandle,
     TextDelta,
+    WorkerUnavailableError,
 )
-from draftsmith.serving.metrics import ServerMetrics
 
 log = logging.getLogger("draftsmith.serving")
 
 SCHEDULES = ("fixed", "history")
-"""fixed: verify the drafter's k tokens every round; history: the engine's cost-aware draft length
-(measured step costs and running per-position acceptance, see engine/draft_length.py)."""
+"""fixed: verify the drafter's k tokens every round; history: the worker's cost-aware draft length
+(measured step costs and running per-position acceptance, see worker/draft_length.py)."""
 
 FINISH_REASONS = {"eos": "stop", "stop": "stop", "length": "length", "context": "length"}
-"""Engine finish reasons -> OpenAI's."""
+"""Worker finish reasons -> OpenAI's."""
 
 
 def build_drafters(
@@ -64,8 +64,8 @@ class _Cancelled(Exception):
     """Raised inside the decode loop's token callback to abandon a request."""
 
 
-class SerialEngine:
-    """One request at a time on a background thread (max_batch 1), behind the `Engine` protocol."""
+class SerialWorker:
+    """One request at a time on a background thread (max_batch 1), behind the `Worker` protocol."""
 
     max_batch = 1
 
@@ -109,17 +109,17 @@ class SerialEngine:
         drafter_options: Mapping[str, Any] | None = None,
         k: int | None = None,
         **kwargs,
-    ) -> SerialEngine:
+    ) -> SerialWorker:
         """Build each method's drafter once through the registry (options per method, as the CLI's)."""
         return cls(target, build_drafters(target, methods, drafter_options, k), k=k, **kwargs)
 
-    # -- the Engine protocol -------------------------------------------------------------------
+    # -- the Worker protocol -------------------------------------------------------------------
 
     def start(self) -> None:
         """Decode on a thread of its own, unless `run_here` already gave the loop a thread."""
         if self._thread is None:
             self._stopping.clear()
-            self._thread = threading.Thread(target=self._run, name="draftsmith-engine", daemon=True)
+            self._thread = threading.Thread(target=self._run, name="draftsmith-worker", daemon=True)
             self._spawned = True
             self._thread.start()
 
@@ -127,7 +127,7 @@ class SerialEngine:
         """Run the decode loop on the calling thread until `stop` (what `draftsmith serve` does).
 
         Torch's OpenMP thread team belongs to the thread that made it: a process whose main thread
-        loaded and calibrated the model and whose engine then decodes on a second thread carries two
+        loaded and calibrated the model and whose worker then decodes on a second thread carries two
         teams on the same cores, and decoding ran ~1.5x slower (measured: 19-21 vs 12-14 tok/s for
         the same requests). Decoding on the main thread keeps one team; the HTTP side does no torch
         work and runs on another thread.
@@ -153,7 +153,7 @@ class SerialEngine:
                 f"method {request.method!r} is not served (serving: {', '.join(self.methods)})"
             )
         if not self.is_alive():
-            raise EngineUnavailableError("the engine is not running")
+            raise WorkerUnavailableError("the worker is not running")
         handle = RequestHandle(request, stream_interval=self.stream_interval)
         try:
             self._queue.put_nowait(handle)
@@ -255,13 +255,13 @@ class SerialEngine:
         return on_tokens, streamed
 
     def _failed(self, req: GenerationRequest, error: Exception) -> Failed:
-        """The event for a request the engine could not finish: bad input it could only see
+        """The event for a request the worker could not finish: bad input it could only see
         itself (e.g. drafter limits) is a 400, anything else a 500; counted either way."""
         self.metrics.count("error")
         if isinstance(error, DraftsmithError):
             return Failed(str(error), 400, "invalid_request")
         log.error("request %s failed: %s: %s", req.request_id, type(error).__name__, error, exc_info=error)
-        return Failed(f"the engine failed on this request: {type(error).__name__}: {error}", 500)
+        return Failed(f"the worker failed on this request: {type(error).__name__}: {error}", 500)
 
     def _finished(
         self, handle: RequestHandle, tokens: list[int], finish: str, stats, streamed: list[str]

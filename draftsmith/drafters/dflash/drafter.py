@@ -409,8 +409,3 @@ class DFlashDrafter(Drafter):
             kv.append(tuple(pair))
         return kv
 
-
-class DSparkDrafter(DFlashDrafter):
-    name = "dspark"
-    description = "DSpark: DFlash backbone + serial Markov head + confidence head (needs a trained drafter)"
-    recipe = DFlashRecipe("dspark")

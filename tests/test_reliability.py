@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from draftsmith.evaluation.calibration import auroc, by_position, ece
+from draftsmith.evaluation.reliability import auroc, by_position, ece
 
 
 def test_perfectly_calibrated_and_separating_scores():

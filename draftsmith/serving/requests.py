@@ -1,9 +1,9 @@
 """The contract between the HTTP layer and whatever decodes requests.
 
 The HTTP layer only submits a `GenerationRequest`, reads the handle's events (text deltas, then
-one terminal event) and cancels the handle when its client goes away. Today's engine
-(`worker.SerialEngine`) decodes one request at a time; a batched engine that honours the same
-`Engine` protocol can replace it without touching the routes.
+one terminal event) and cancels the handle when its client goes away. Today's worker
+(`worker.SerialWorker`) decodes one request at a time; a batched worker that honours the same
+`Worker` protocol can replace it without touching the routes.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _ids = itertools.count(1)
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """One request as the engine sees it: token ids in, a budget, sampling settings, stop strings."""
+    """One request as the worker sees it: token ids in, a budget, sampling settings, stop strings."""
 
     prompt_ids: tuple[int, ...]
     method: str
@@ -64,11 +64,11 @@ Event = TextDelta | Finished | Failed
 
 
 class QueueFullError(Exception):
-    """The engine's queue is full: the client should retry later (HTTP 429)."""
+    """The worker's queue is full: the client should retry later (HTTP 429)."""
 
 
-class EngineUnavailableError(Exception):
-    """The engine is not running (stopped, or its worker died): HTTP 503."""
+class WorkerUnavailableError(Exception):
+    """The worker is not running (stopped, or its worker died): HTTP 503."""
 
 
 STREAM_INTERVAL_S = 0.02
@@ -82,7 +82,7 @@ class RequestHandle:
     """A submitted request: an async stream of events for the HTTP layer, and `cancel()`.
 
     Engines run on their own threads and call `emit`; the events are handed to the event loop
-    that created the handle, so the routes never block on the engine. Text deltas closer together
+    that created the handle, so the routes never block on the worker. Text deltas closer together
     than `stream_interval` seconds are merged (`STREAM_INTERVAL_S`).
     """
 
@@ -99,7 +99,7 @@ class RequestHandle:
         self._cancelled = threading.Event()
         self._done = False
         self.stream_interval = stream_interval
-        self._held: list[str] = []  # text not handed over yet (engine thread only)
+        self._held: list[str] = []  # text not handed over yet (worker thread only)
         self._handed_at = float("-inf")
 
     @property
@@ -107,11 +107,11 @@ class RequestHandle:
         return self._cancelled.is_set()
 
     def cancel(self) -> None:
-        """Ask the engine to stop this request at its next step (no-op once it has finished)."""
+        """Ask the worker to stop this request at its next step (no-op once it has finished)."""
         self._cancelled.set()
 
     def emit(self, event: Event) -> None:
-        """Called by the engine's thread: deliver an event to the consumer's loop (dropped if that
+        """Called by the worker's thread: deliver an event to the consumer's loop (dropped if that
         loop is gone), merging text deltas that come within `stream_interval` of the last one."""
         if isinstance(event, TextDelta):
             self._held.append(event.text)
@@ -139,8 +139,8 @@ class RequestHandle:
             yield event
 
 
-class Engine(Protocol):
-    """What the server needs from an engine (one request at a time today, batched later)."""
+class Worker(Protocol):
+    """What the server needs from an worker (one request at a time today, batched later)."""
 
     methods: tuple[str, ...]
     max_batch: int
@@ -151,7 +151,7 @@ class Engine(Protocol):
     def stop(self) -> None: ...
 
     def submit(self, request: GenerationRequest) -> RequestHandle:
-        """Queue a request; raises QueueFullError or EngineUnavailableError."""
+        """Queue a request; raises QueueFullError or WorkerUnavailableError."""
         ...
 
     def is_alive(self) -> bool: ...
