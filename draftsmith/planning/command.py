@@ -9,15 +9,21 @@ from pathlib import Path
 from draftsmith.engine.step_shapes import fixed_rows_arg
 from draftsmith.errors import DraftsmithError
 
+MAX_PCIE_GB_PER_TOKEN = 2000.0  # more than any model's weights
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("hardware (one of: --gpu, --cpu, --bandwidth..., --measure)")
-    g.add_argument("--gpu", default=None, help="GPU preset, e.g. 4090, 3090, 5060ti-16g, h100-sxm")
+    g.add_argument(
+        "--gpu",
+        default=None,
+        help="GPU or Apple preset, e.g. 4090, 3090, 5060ti-16g, l40s, a100-40g, h100-sxm, h100-pcie, m4-max",
+    )
     g.add_argument(
         "--cpu",
         default=None,
-        help="CPU memory: ddr4-3200x8, ddr5-4800x2, w3-3345, epyc-7642-2s, desktop-ddr5, dev; "
-        "alone: a CPU-only plan; with --gpu: the hybrid offload bound",
+        help="CPU memory: ddr4-3200x8, ddr5-4800x2, w3-3345, epyc-9004, epyc-7642-2s, desktop-ddr5, dev; "
+        "alone: a CPU-only plan; with --gpu: the CPU/GPU offload bound",
     )
     g.add_argument(
         "--bandwidth", type=float, default=None, help="memory bandwidth, GB/s (overrides a preset)"
@@ -25,13 +31,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tflops", type=float, default=None, help="dense bf16 TFLOPS (overrides a preset)")
     g.add_argument("--vram", type=float, default=None, help="device memory, GiB (overrides a preset)")
     g.add_argument(
-        "--pcie", default="gen4x16", help="PCIe link for hybrid offload: gen3x16, gen4x16, gen5x8, ..."
+        "--pcie", default="gen4x16", help="PCIe link for CPU/GPU offload: gen3x16, gen4x16, gen5x8, ..."
     )
     g.add_argument(
         "--pcie-gb-per-token",
         type=float,
         default=0.5,
-        help="PCIe traffic per token in hybrid decoding (article: 0.5)",
+        help="the article's rule of thumb for PCIe traffic per token with streamed weights (0.5 GB)",
     )
     g.add_argument(
         "--measure",
@@ -41,10 +47,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--engine",
-        choices=["draftsmith", "llamacpp"],
-        default="draftsmith",
-        help="--measure: whose step costs (llamacpp: llama-bench's verify curve on the target's GGUF; with "
-        "--bench, its llama.cpp peers predicted against measured)",
+        choices=["llamacpp", "vllm", "sglang", "draftsmith"],
+        default=None,
+        help="the engine you deploy with: its achievable bandwidth and verify-cost curve price the steps, "
+        "and only methods it runs are listed (default: any engine; costs as llama.cpp for quantised weights, "
+        "CPUs and Apple, vLLM for 16-bit weights on a GPU). With --measure: whose step costs (llamacpp: "
+        "llama-bench's verify curve on the target's GGUF)",
     )
     g.add_argument("--dtype", default=None, help="--measure: dtype to load (default: the bench's, else auto)")
     g.add_argument(
@@ -64,6 +72,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--context", type=int, default=4096, help="prompt/context tokens per sequence")
     g.add_argument("--answer-len", type=int, default=512, help="tokens generated per answer")
     g.add_argument("--concurrency", type=int, default=1, help="sequences decoded together")
+    g.add_argument(
+        "--kv-bits", type=float, default=16, help="bits per KV-cache value (16: f16/bf16; 8: fp8/q8_0; 4: q4)"
+    )
     g = p.add_argument_group("methods and acceptance")
     g.add_argument(
         "--method",
@@ -76,6 +87,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--bench", default=None, help="a `draftsmith bench --out` JSON: measured acceptance per suite"
     )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help="check the planner against published measurements (docs/PLANNING.md): predicted vs published",
+    )
+    p.add_argument("--engines", action="store_true", help="print the engine support matrix")
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -89,14 +106,27 @@ def run(args: argparse.Namespace) -> int:
     from draftsmith.planning.plan import build
     from draftsmith.planning.render import markdown
 
-    if getattr(args, "engine", "draftsmith") == "llamacpp":
+    if getattr(args, "published", False):
+        return _published(args)
+    if getattr(args, "engines", False):
+        from draftsmith.planning.engines import ENGINES, matrix_markdown
+
+        if args.json:
+            print(json.dumps({k: e.to_json() for k, e in ENGINES.items()}, indent=1))
+        else:
+            print(matrix_markdown())
+        return 0
+    if args.measure and args.engine == "llamacpp":
         return _llamacpp(args)
+    if args.measure and args.engine not in (None, "draftsmith"):
+        raise DraftsmithError(f"--measure times draftsmith's engine or llama.cpp here, not {args.engine}")
 
     bench = bench_file.load(args.bench) if args.bench else None  # bad files fail before any model load
     link = hardware.pcie(args.pcie)
-    if args.pcie_gb_per_token is None or not args.pcie_gb_per_token > 0:
+    if args.pcie_gb_per_token is None or not 0 < args.pcie_gb_per_token <= MAX_PCIE_GB_PER_TOKEN:
         raise DraftsmithError(
-            f"--pcie-gb-per-token must be a positive number, got {args.pcie_gb_per_token!r}"
+            f"--pcie-gb-per-token must be a positive number of GB up to {MAX_PCIE_GB_PER_TOKEN:g}, "
+            f"got {args.pcie_gb_per_token!r}"
         )
     draft = model_spec.resolve(args.draft_model) if args.draft_model else None
     options = dict(
@@ -109,6 +139,7 @@ def run(args: argparse.Namespace) -> int:
         link=link,
         pcie_bytes_per_token=args.pcie_gb_per_token * 1e9,
         draft_model=draft,
+        kv_bits=args.kv_bits,
     )
     comparison = None
     if args.measure:
@@ -117,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         hw = hardware.resolve(args.gpu, args.cpu, args.bandwidth, args.tflops, args.vram)
         cpu = hardware.cpu_memory(args.cpu) if args.cpu and hw.kind != "cpu" else None
         spec = model_spec.resolve(args.model, args.bits)
-        plan = build(spec, hw=hw, cpu=cpu, **options)
+        plan = build(spec, hw=hw, cpu=cpu, engine=args.engine, **options)
     if args.json:
         out = {"plan": plan.to_json()}
         if comparison is not None:
@@ -185,8 +216,54 @@ def _llamacpp(args: argparse.Namespace) -> int:
         raise DraftsmithError(f"--engine llamacpp measures a GGUF file, not {model!r}")
     curve = llamacpp.measure_curve(model, torch.get_num_threads())
     rows = llamacpp.compare(curve, args.bench) if args.bench else []
+    plan = _curve_plan(args, model, curve)
     if args.json:
-        print(json.dumps({"curve": curve.__dict__, "predicted_vs_measured": [r.to_json() for r in rows]}))
+        print(
+            json.dumps(
+                {
+                    "curve": curve.__dict__,
+                    "predicted_vs_measured": [r.to_json() for r in rows],
+                    "plan": plan.to_json(),
+                }
+            )
+        )
     else:
         print(llamacpp.report(curve, rows))
+        from draftsmith.planning.render import markdown
+
+        print()
+        print(markdown(plan))
+    return 0
+
+
+def _curve_plan(args: argparse.Namespace, model, curve):
+    """A plan priced by llama.cpp's verify curve measured here (acceptance typical unless --bench)."""
+    from draftsmith.planning import model_spec
+    from draftsmith.planning.backends import CostCurve
+    from draftsmith.planning.plan import build
+    from draftsmith.planning.steps import CurveSteps
+
+    spec = model_spec.resolve(str(model))
+    relative = CostCurve.from_seconds(dict(zip(curve.tokens, curve.seconds, strict=True)), curve.source)
+    steps = CurveSteps(spec, relative, curve.seconds[0])
+    return build(
+        spec,
+        measured=steps,
+        context=args.context,
+        answer_len=args.answer_len,
+        methods=_split(args.method),
+        tasks=_split(args.task),
+        kv_bits=args.kv_bits,
+    )
+
+
+def _published(args: argparse.Namespace) -> int:
+    """`plan --published`: every published case, predicted by the planner, against the published number."""
+    from draftsmith.planning import published
+
+    results = published.evaluate()
+    if args.json:
+        print(json.dumps({"cases": [r.to_json() for r in results], "summary": published.summary(results)}))
+    else:
+        print(published.markdown(results))
     return 0

@@ -152,7 +152,7 @@ def best_draft_length(
 def cpu_memory_tok_s(
     cpu_bytes_per_token: float, channels: int, per_channel_gbs: float, efficiency: float
 ) -> float:
-    """Hybrid decode bound from CPU memory: efficiency x channels x GB/s per channel / CPU-resident
+    """Offload decode bound from CPU memory: efficiency x channels x GB/s per channel / CPU-resident
     bytes read per token."""
     if cpu_bytes_per_token <= 0:
         return math.inf
@@ -160,7 +160,7 @@ def cpu_memory_tok_s(
 
 
 def pcie_tok_s(bytes_per_token: float, link_gbs: float, factor: float = 1.0) -> float:
-    """Hybrid decode bound from PCIe: link GB/s per direction x planning factor / bytes crossing per
+    """Offload decode bound from PCIe: link GB/s per direction x planning factor / bytes crossing per
     token (the article: ~0.5 GB per token, so PCIe 3.0 x16 caps near 32 tok/s)."""
     if bytes_per_token <= 0:
         return math.inf

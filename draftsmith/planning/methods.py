@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from draftsmith.planning import cost
-from draftsmith.planning.hardware import Hardware
 from draftsmith.planning.model_spec import ModelSpec
 
 METHODS = ("ngram", "draft-model", "eagle3", "mtp", "dflash", "dspark")
@@ -36,24 +35,27 @@ class DrafterCost:
     serial_bytes_per_token: float = 0.0  # extra bytes read per drafted token after the pass (DSpark)
     note: str = ""
 
-    def round_time(self, k: int, hw: Hardware, batch: int, context: float) -> float:
-        """Drafting time per round: parallel drafters one roofline pass over k+1 rows (+ k small serial
-        Markov steps); serial drafters k roofline passes of one row."""
+    def round_time(self, k: int, bandwidth: float, flops: float | None, batch: int, context: float) -> float:
+        """Drafting time per round at an (achievable) bandwidth and FLOP/s: parallel drafters one
+        roofline pass over k+1 rows (+ k small serial Markov steps); serial drafters k roofline passes
+        of one row."""
         if k <= 0 or self.read_bytes == 0:
             return 0.0
         kv = self.kv_per_token * context
         if self.parallel:
-            t = cost.step_time(self.read_bytes, kv, batch, k + 1, self.read_params, hw.bandwidth, hw.flops)
-            return t + k * self.serial_bytes_per_token / hw.bandwidth
-        return k * cost.step_time(self.read_bytes, kv, batch, 1, self.read_params, hw.bandwidth, hw.flops)
+            t = cost.step_time(self.read_bytes, kv, batch, k + 1, self.read_params, bandwidth, flops)
+            return t + k * self.serial_bytes_per_token / bandwidth
+        return k * cost.step_time(self.read_bytes, kv, batch, 1, self.read_params, bandwidth, flops)
 
 
-def drafter_cost(method: str, spec: ModelSpec, draft_model: ModelSpec | None = None) -> DrafterCost:
-    """Size a method's drafter for this target."""
+def drafter_cost(
+    method: str, spec: ModelSpec, draft_model: ModelSpec | None = None, kv_bits: float = 16
+) -> DrafterCost:
+    """Size a method's drafter for this target (its KV cache stored at kv_bits, like the target's)."""
     h, v, b = spec.hidden, spec.vocab, DRAFTER_BITS / 8
     layer = spec.layer_params
     head = v * h  # the target's output head, shared with (not copied into) the drafter
-    kv_layer = spec.kv_bytes_per_token() / spec.layers  # one layer's KV per context token
+    kv_layer = spec.kv_bytes_per_token(kv_bits) / spec.layers  # one layer's KV per context token
     if method == "ngram":
         return DrafterCost(method, 0, 0, 0, 0, False, note="suffix lookup on the CPU: no device cost")
     if method == "draft-model":
@@ -63,7 +65,7 @@ def drafter_cost(method: str, spec: ModelSpec, draft_model: ModelSpec | None = N
             d.weight_bytes,
             d.read_bytes,
             d.read_params,
-            d.kv_bytes_per_token(),
+            d.kv_bytes_per_token(kv_bits),
             False,
             note=f"{d.name}: {d.params / 1e9:.2f}B params at {d.bits:g} bits, one pass per draft token",
         )

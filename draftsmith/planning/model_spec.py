@@ -90,10 +90,36 @@ EXAMPLES: dict[str, dict] = {
         "tie_word_embeddings": False,
         "max_position_embeddings": 40960,
     },
+    "llama-3.1-8b": {
+        "_name": "Llama-3.1-8B-Instruct",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 128,
+        "vocab_size": 128256,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 131072,
+    },
+    "llama-2-7b": {
+        "_name": "Llama-2-7B",
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "vocab_size": 32000,
+        "tie_word_embeddings": False,
+        "max_position_embeddings": 4096,
+    },
 }
 
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size")
 EXPERT_COUNT_KEYS = ("num_experts", "num_local_experts", "n_routed_experts")
+# config keys that count a model's own multi-token-prediction layers (DeepSeek-V3/GLM/MiMo, Qwen3-Next)
+MTP_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
 
 
 @dataclass(frozen=True)
@@ -113,9 +139,12 @@ class ModelSpec:
     tied_embeddings: bool
     experts: int = 0
     experts_per_token: int = 0
-    expert_params: float = 0.0  # routed-expert weights over all layers (the part hybrid setups offload)
+    expert_params: float = (
+        0.0  # routed-expert weights over all layers (the part offload setups move to the CPU)
+    )
     max_context: int | None = None
     source: str = ""
+    mtp_layers: int = 0  # the model's own MTP layers (0: it ships none, so method mtp is not open to it)
 
     @property
     def group(self) -> int:
@@ -125,6 +154,11 @@ class ModelSpec:
     @property
     def is_moe(self) -> bool:
         return self.experts > 0
+
+    @property
+    def has_mtp(self) -> bool:
+        """Whether the checkpoint ships multi-token-prediction layers (what method mtp drafts with)."""
+        return self.mtp_layers > 0
 
     @property
     def weight_bytes(self) -> float:
@@ -237,6 +271,7 @@ def from_config(cfg: dict, name: str | None = None, source: str = "config") -> M
         expert_params=experts,
         max_context=cfg.get("max_position_embeddings"),
         source=source,
+        mtp_layers=next((int(cfg[k]) for k in MTP_KEYS if isinstance(cfg.get(k), int) and cfg[k] > 0), 0),
     )
 
 
@@ -316,6 +351,7 @@ def from_gguf(path: Path) -> ModelSpec:
         expert_params=float(experts),
         max_context=_field(fields, f"{arch}.context_length"),
         source=str(path),
+        mtp_layers=int(_field(fields, f"{arch}.nextn_predict_layers") or 0),
     )
 
 

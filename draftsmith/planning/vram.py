@@ -2,7 +2,7 @@
 
 Verdict tiers follow the source article's advice per card class: everything fits -> switch it on;
 the model and drafter fit but not at this context -> cut context or precision first; the model
-(with its drafter) does not fit -> don't, use hybrid CPU/GPU offload.
+(with its drafter) does not fit -> don't, offload weights to the CPU.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ MIN_BITS = 4.0  # below ~4 bits per weight a precision cut costs quality the spe
 
 SWITCH_ON = "switch it on"
 CUT_FIRST = "cut context or precision first"
-DONT = "don't: use hybrid CPU/GPU offload"
+DONT = "don't: offload weights to the CPU"
 
 
 @dataclass(frozen=True)
