@@ -51,7 +51,7 @@ def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
     if method not in METHODS:
         raise DraftsmithError(f"unknown method {method!r}")
     src = Path(directory) if directory else None
-    if src is None and method in ("dflash", "dspark"):
+    if src is None:  # the method's shipped drafter, if one ships for this target
         from draftsmith.drafters.checkpoint import shipped_drafter
 
         src = shipped_drafter(method, target)
