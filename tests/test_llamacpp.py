@@ -194,8 +194,11 @@ def test_bench_runs_llama_cpp_peers_beside_our_engine(tmp_path, real_target):
 
 
 def test_the_llamacpp_round_model_predicts_from_the_verify_curve(tmp_path):
-    """speedup = (prefill + n T(1)) / (prefill + n / tau (T(1 + d) + drafting)), T interpolated."""
-    from draftsmith.planning.llamacpp import VerifyCurve, break_even, compare, predict
+    """speedup = (prefill + n T(1)) / (prefill + n / tau (V(1 + d) + drafting)), T interpolated,
+    V(k) = T(k) + (k - 1) r: the server's verify step computes and samples every row."""
+    from dataclasses import replace
+
+    from draftsmith.planning.llamacpp import VerifyCurve, break_even, compare, compare_plain, predict
 
     curve = VerifyCurve((1, 2, 4, 8), (0.010, 0.013, 0.018, 0.030), "test")
     assert curve.step_s(3) == pytest.approx(0.0155) and curve.step_s(16) == pytest.approx(0.060)
@@ -215,6 +218,29 @@ def test_the_llamacpp_round_model_predicts_from_the_verify_curve(tmp_path):
     (row,) = compare(curve, tmp_path / "b.json")
     assert (row.method, row.drafts, row.draft_ms, row.measured) == ("llamacpp-dspark", 3.0, 2.0, 1.1)
     assert row.predicted == pytest.approx(predict(curve, 2.0, 3.0, 0.002, 100, 0.05), abs=1e-3)
+    assert compare_plain(curve, tmp_path / "b.json") == []  # no llamacpp-plain records to compare
+    bench["records"].append({"method": "llamacpp-plain", "suite": "code", "tokens": list(range(100))})
+    bench["summaries"][1]["tok_s_median"] = 80.0
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    (plain,) = compare_plain(curve, tmp_path / "b.json")
+    assert (plain.tokens, plain.prefill_ms, plain.measured) == (100, 50.0, 80.0)
+    assert plain.predicted == pytest.approx(100 / (0.05 + 100 * 0.010), abs=0.1)
+    rows = replace(curve, row_s=0.001)  # each verified row beyond the first adds 1 ms
+    assert rows.verify_s(1) == curve.step_s(1) and rows.verify_s(4) == pytest.approx(0.018 + 0.003)
+    assert predict(rows, 2.0, 2.0, 0.002, 100, 0.0) == pytest.approx(0.010 * 2 / (0.0155 + 0.002 + 0.002))
+    assert break_even(rows, 0.0) == pytest.approx(2.1)
+
+
+@needs_llamacpp
+def test_the_servers_per_row_verify_cost_is_measured_with_its_own_ngram_drafting():
+    """No trained drafter needed: llama-server's n-gram drafting on a repeating prompt verifies
+    several rows a round; what those rounds cost beyond llama-bench's step is the per-row cost."""
+    from draftsmith.models.loading import default_target_file
+    from draftsmith.planning.llamacpp import VerifyCurve, measure_row_cost
+
+    flat = VerifyCurve((1, 2, 4, 8), (0.001, 0.001, 0.001, 0.001), "a 1 ms step whatever its rows")
+    measured = measure_row_cost(default_target_file(), flat, threads=2)
+    assert 0 < measured.row_s < 0.1 and "a verified row" in measured.source
 
 
 def test_plan_engine_llamacpp_errors_are_one_line(tmp_path, capsys):

@@ -68,6 +68,26 @@ def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
     return out
 
 
+def completion(port: int, prompt: list[int] | str, max_new_tokens: int) -> dict:
+    """One greedy /completion request (no prompt cache, so every request prefills): its JSON reply."""
+    body = {
+        "prompt": prompt,
+        "n_predict": max_new_tokens,
+        "temperature": 0.0,
+        "top_k": 1,
+        "cache_prompt": False,
+        "return_tokens": True,
+        "stream": False,
+    }
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/completion",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.loads(r.read())
+
+
 class LlamaServerPeer:
     """One llama-server configuration; `run` returns (new tokens, seconds, stats or None)."""
 
@@ -122,22 +142,7 @@ class LlamaServerPeer:
             time.sleep(0.02)
 
     def run(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], float, GenerationStats | None]:
-        body = {
-            "prompt": ids,
-            "n_predict": max_new_tokens,
-            "temperature": 0.0,
-            "top_k": 1,
-            "cache_prompt": False,
-            "return_tokens": True,
-            "stream": False,
-        }
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}/completion",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        with urllib.request.urlopen(req, timeout=600) as r:
-            out = json.loads(r.read())
+        out = completion(self.port, ids, max_new_tokens)
         t = out.get("timings", {})
         seconds = (t.get("prompt_ms", 0.0) + t.get("predicted_ms", 0.0)) / 1000
         tokens = [int(x) for x in out.get("tokens", [])]
@@ -167,6 +172,19 @@ class LlamaServerPeer:
                 self.proc.kill()
 
 
+def ngram_args(draft_max: int = DRAFT_MAX) -> list[str]:
+    """llama.cpp's n-gram drafting shaped like ours: look up the last 3 tokens, draft up to draft_max
+    (ngram-simple ignores --spec-draft-n-max; its own defaults are a 12-token lookup, 48 drafts)."""
+    return [
+        "--spec-type",
+        "ngram-simple",
+        "--spec-ngram-simple-size-n",
+        "3",
+        "--spec-ngram-simple-size-m",
+        str(draft_max),
+    ]
+
+
 def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> list[str]:
     """llama-server flags for a peer (drafters: method -> our drafter directory, or absent)."""
     from draftsmith.export.gguf import SPEC_TYPES
@@ -174,7 +192,7 @@ def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> 
     if name == "llamacpp-plain":
         return []
     if name == "llamacpp-ngram":
-        return ["--spec-type", "ngram-simple", "--spec-draft-n-max", str(draft_max)]
+        return ngram_args(draft_max)
     method = name.removeprefix(PREFIX)
     path = drafter_gguf(method, drafters.get(method), target)
     args = ["-md", str(path), "--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", str(draft_max)]

@@ -215,7 +215,9 @@ def _llamacpp(args: argparse.Namespace) -> int:
     if not str(model).endswith(".gguf") or not Path(model).is_file():
         raise DraftsmithError(f"--engine llamacpp measures a GGUF file, not {model!r}")
     curve = llamacpp.measure_curve(model, torch.get_num_threads())
+    curve = llamacpp.measure_row_cost(model, curve, torch.get_num_threads())
     rows = llamacpp.compare(curve, args.bench) if args.bench else []
+    plain = llamacpp.compare_plain(curve, args.bench) if args.bench else []
     plan = _curve_plan(args, model, curve)
     if args.json:
         print(
@@ -223,12 +225,13 @@ def _llamacpp(args: argparse.Namespace) -> int:
                 {
                     "curve": curve.__dict__,
                     "predicted_vs_measured": [r.to_json() for r in rows],
+                    "plain_predicted_vs_measured": [p.to_json() for p in plain],
                     "plan": plan.to_json(),
                 }
             )
         )
     else:
-        print(llamacpp.report(curve, rows))
+        print(llamacpp.report(curve, rows, plain))
         from draftsmith.planning.render import markdown
 
         print()

@@ -3,19 +3,24 @@
 In llama.cpp a k-token verify step costs more than a 1-token step wherever its kernels are not
 bandwidth-bound at k rows (on a 2-core CPU T(4) is ~1.8 T(1)), so speedups measured in draftsmith's
 engine, whose fixed-shape steps cost the same at 1..4 rows, do not carry over. Here a round costs
-T(1 + drafts) + drafting, and yields tau tokens:
+V(1 + d) + drafting, and yields tau tokens:
 
-    speedup = (prefill + n T(1)) / (prefill + n / tau (T(1 + d) + draft))
+    speedup = (prefill + n T(1)) / (prefill + n / tau (V(1 + d) + draft))
 
 with n tokens an answer, d drafts a round and tau tokens per target step, read from a bench's
 llama.cpp peers (their counters and statistics); T from `llama-bench -p 1,2,...` on the target.
+A verify step V(k) costs more than llama-bench's k-token step T(k): the server computes logits at,
+and samples from, all k positions where llama-bench's prompt step computes the last one only. So
+V(k) = T(k) + (k - 1) r, with r measured in llama-server itself by its own n-gram drafting on a
+prompt that repeats (no trained drafter needed; `measure_row_cost`).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import asdict, dataclass
+import tempfile
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
@@ -30,6 +35,7 @@ class VerifyCurve:
     tokens: tuple[int, ...]
     seconds: tuple[float, ...]
     source: str
+    row_s: float = 0.0  # llama-server: seconds each verified row beyond the first adds to T(k)
 
     def step_s(self, k: float) -> float:
         ks, ss = self.tokens, self.seconds
@@ -40,11 +46,15 @@ class VerifyCurve:
                 return ss[i - 1] + (ss[i] - ss[i - 1]) * (k - ks[i - 1]) / (ks[i] - ks[i - 1])
         return ss[-1] * k / ks[-1]  # past the last point: as many rows again cost as much again
 
+    def verify_s(self, k: float) -> float:
+        """Seconds of llama-server's verify step of k tokens (logits and sampling at every row)."""
+        return self.step_s(k) + max(k - 1, 0.0) * self.row_s
+
     def relative(self) -> dict[int, float]:
         return {k: round(s / self.seconds[0], 3) for k, s in zip(self.tokens, self.seconds, strict=True)}
 
 
-def measure_curve(model: str | Path, threads: int, tokens=TOKENS, repeats: int = 5) -> VerifyCurve:
+def measure_curve(model: str | Path, threads: int, tokens=TOKENS, repeats: int = 10) -> VerifyCurve:
     """`llama-bench -p 1,2,... -n 0`: the time of a k-token step for each k (prompt processing of k
     tokens is one forward of k rows, as a verify step is)."""
     from draftsmith.deploy import llamacpp
@@ -61,6 +71,39 @@ def measure_curve(model: str | Path, threads: int, tokens=TOKENS, repeats: int =
     return VerifyCurve(ks, tuple(per[k] for k in ks), f"llama-bench -p {','.join(map(str, ks))} -t {threads}")
 
 
+REPEAT_PROMPT = "A B C D E F G H I J K L M N O P Q R S T U V W X Y Z\n" * 8
+"""A prompt a language model continues by repeating it: llama.cpp's n-gram drafting then drafts
+(and is accepted) at nearly every round, so its rounds are verify steps of several tokens with no
+drafter to time."""
+
+
+def measure_row_cost(model: str | Path, curve: VerifyCurve, threads: int, draft_max: int = 3) -> VerifyCurve:
+    """`curve` with `row_s` measured: llama-server with `--spec-type ngram-simple` answers
+    REPEAT_PROMPT; each round's time beyond llama-bench's step of the same tokens, per drafted row."""
+    from draftsmith.evaluation.llamacpp_peers import LlamaServerPeer, completion, ngram_args
+
+    log = Path(tempfile.mkdtemp(prefix="draftsmith-rowcost-")) / "llama-server.log"
+    args = [*ngram_args(draft_max), "-lv", "1"]
+    peer = LlamaServerPeer("row-cost", args, Path(model), threads, log, frozenset())
+    try:
+        timings = [completion(peer.port, REPEAT_PROMPT, 128)["timings"] for _ in range(2)]
+    finally:
+        peer.close()
+    tokens = sum(t["predicted_n"] for t in timings)
+    accepted = sum(t.get("draft_n_accepted", 0) for t in timings)
+    rounds = max(tokens - accepted, 1)
+    drafts = sum(t.get("draft_n", 0) for t in timings) / rounds
+    if drafts < 0.5:
+        raise DraftsmithError(
+            f"llama-server's n-gram drafting drafted {drafts:.2f} tokens a round on the repeating prompt: "
+            "too few to measure its verify steps"
+        )
+    round_s = sum(t["predicted_ms"] for t in timings) / 1000 / rounds
+    row_s = max((round_s - curve.step_s(1 + drafts)) / drafts, 0.0)
+    source = f"{curve.source}; llama-server: {1000 * row_s:.2f} ms a verified row (n-gram drafts)"
+    return replace(curve, row_s=row_s, source=source)
+
+
 @dataclass(frozen=True)
 class PeerPrediction:
     suite: str
@@ -68,7 +111,7 @@ class PeerPrediction:
     tau: float
     drafts: float  # drafted tokens per round
     draft_ms: float  # drafting a round
-    verify_ms: float  # T(1 + drafts) from the curve
+    verify_ms: float  # V(1 + drafts): the curve's step plus the server's per-row cost
     predicted: float
     measured: float | None
 
@@ -81,7 +124,7 @@ def predict(
 ) -> float:
     """The speedup over llama.cpp plain decoding of a method with this acceptance and drafting cost."""
     plain = prefill_s + tokens * curve.step_s(1)
-    spec = prefill_s + tokens / max(tau, 1.0) * (curve.step_s(1 + drafts) + draft_s)
+    spec = prefill_s + tokens / max(tau, 1.0) * (curve.verify_s(1 + drafts) + draft_s)
     return plain / spec
 
 
@@ -114,7 +157,7 @@ def compare(curve: VerifyCurve, bench_path: str | Path) -> list[PeerPrediction]:
                 s["tau"],
                 round(drafts, 2),
                 round(1000 * draft_s, 2),
-                round(1000 * curve.step_s(1 + drafts), 2),
+                round(1000 * curve.verify_s(1 + drafts), 2),
                 round(pred, 3),
                 s.get("speedup_median"),
             )
@@ -122,17 +165,72 @@ def compare(curve: VerifyCurve, bench_path: str | Path) -> list[PeerPrediction]:
     return out
 
 
+@dataclass(frozen=True)
+class PlainPrediction:
+    suite: str
+    tokens: float  # mean answer length
+    prefill_ms: float  # mean prompt processing, as the bench's llama.cpp peers measured it
+    predicted: float  # tok/s: tokens / (prefill + tokens T(1))
+    measured: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def compare_plain(curve: VerifyCurve, bench_path: str | Path) -> list[PlainPrediction]:
+    """llama.cpp's plain decoding, predicted from the curve's 1-token step against the bench's
+    llamacpp-plain tok/s (its prompt processing taken from the drafting peers' counters)."""
+    data = json.loads(Path(bench_path).read_text())
+    out = []
+    for s in data["summaries"]:
+        if s["method"] != "llamacpp-plain":
+            continue
+        suite = [r for r in data["records"] if s["suite"] in ("all", r["suite"])]
+        plain = [r for r in suite if r["method"] == "llamacpp-plain"]
+        prefill = [
+            r["stats"]["prefill_s"] for r in suite if r["method"].startswith("llamacpp-") and r.get("stats")
+        ]
+        if not plain or not prefill:
+            continue
+        tokens = sum(len(r["tokens"]) for r in plain) / len(plain)
+        pre = sum(prefill) / len(prefill)
+        pred = tokens / (pre + tokens * curve.step_s(1))
+        out.append(
+            PlainPrediction(
+                s["suite"], round(tokens, 1), round(1000 * pre, 1), round(pred, 1), s.get("tok_s_median")
+            )
+        )
+    return out
+
+
 def break_even(curve: VerifyCurve, draft_s: float, drafts: int = 3) -> float:
     """The tau a method needs to match plain decoding at d drafts a round and this drafting cost."""
-    return (curve.step_s(1 + drafts) + draft_s) / curve.step_s(1)
+    return (curve.verify_s(1 + drafts) + draft_s) / curve.step_s(1)
 
 
-def report(curve: VerifyCurve, rows: list[PeerPrediction]) -> str:
+def report(curve: VerifyCurve, rows: list[PeerPrediction], plain: list[PlainPrediction] = ()) -> str:
     lines = [f"## llama.cpp verify cost on this machine ({curve.source})", ""]
     lines += ["| tokens in the step | " + " | ".join(map(str, curve.tokens)) + " |"]
     lines += ["|---|" + "---|" * len(curve.tokens)]
     lines += ["| ms | " + " | ".join(f"{1000 * s:.2f}" for s in curve.seconds) + " |"]
     lines += ["| relative to 1 | " + " | ".join(f"{v:.2f}" for v in curve.relative().values()) + " |", ""]
+    if curve.row_s:
+        lines += [
+            f"llama-server's verify step adds {1000 * curve.row_s:.2f} ms for each row beyond the first "
+            "(logits and sampling at every row; measured with its n-gram drafting).",
+            "",
+        ]
+    if plain:
+        lines += [
+            "## Plain decoding: predicted against measured (the curve's 1-token step, the bench's prefill)",
+            "",
+            "| suite | tokens | prefill ms | predicted tok/s | measured tok/s |",
+            "|---|---|---|---|---|",
+        ]
+        for p in plain:
+            m = "-" if p.measured is None else f"{p.measured:.1f}"
+            lines.append(f"| {p.suite} | {p.tokens:.0f} | {p.prefill_ms:.0f} | {p.predicted:.1f} | {m} |")
+        lines.append("")
     if rows:
         lines += [
             "## Predicted against measured, llama.cpp peers (the bench's tau and drafting time, this curve)",
