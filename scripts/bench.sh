@@ -6,7 +6,7 @@
 set -u
 D=${1:?usage: scripts/bench.sh OUT_DIR}; mkdir -p "$D"
 DS=${DS:-.venv/bin/draftsmith}
-METHODS=${METHODS:-plain,ngram,dflash,dspark,hybrid,llamacpp-plain,llamacpp-ngram,llamacpp-dflash,llamacpp-dspark}
+METHODS=${METHODS:-plain,ngram,dflash,dspark,hybrid,eagle3,llamacpp-plain,llamacpp-ngram,llamacpp-dflash,llamacpp-dspark,llamacpp-eagle3}
 $DS calibrate --force > "$D/calibrate-before.md" 2>&1
 $DS bench --methods "$METHODS" --suite humaneval,mtbench,gsm,alpaca --limit 10 --repeats 2 \
   --max-new-tokens 128 --fixed-rows 4 --out "$D/bench.json" --markdown "$D/bench.md" ${BENCH_ARGS:-} \

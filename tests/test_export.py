@@ -1,5 +1,5 @@
 """Export to the speculators / z-lab / DeepSpec formats and import back: names, shapes and config keys
-as EXPORT-FORMATS.md lists them, target-layer id conventions, identical drafts after a round trip,
+as vLLM, SGLang and speculators read them, target-layer id conventions, identical drafts after a round trip,
 clear refusals of what a format cannot carry, and speculators' own classes loading our files."""
 
 from __future__ import annotations

@@ -9,16 +9,16 @@ confidence head), deepen while expected tokens per second improves and stop at t
 that does not (`best_depth`, DSpark's Algorithm 1 with its early stop). A single request is a batch
 of one (`history_length`). Truncating a draft never changes the output (the verifier only ever sees
 a shorter guess), so this is pure speed.
-A batched step runs every slot as [b, rows] (slots.py), so it costs cost(b, rows) whoever fills
-the rows. The step's depth d (drafts verified per slot; rows = d + 1) is the scheduling choice:
-each slot b expects 1 + sum_{j<d} S_b[j] tokens, where S_b[j] is the probability that its first
-j + 1 draft tokens all survive. Deepening while the whole step's expected tokens per second,
-sum_b (1 + sum_{j<d} S_b[j]) / cost(b, d + 1), improves is DSpark's Algorithm 1 (REFERENCE.md
-section 4) specialised to a padded step, early stop included. S comes from the confidence head's
-prefix survival (`confidence`; STS-scaled when the drafter has fitted temperatures) or from the
-running per-position acceptance of the method (`history`). A slot verifies min(d, its draft)
-tokens. Greedy output never depends on the draft; sampled output stays exact because the early
-stop decides on each draft token from the tokens before it only (see `best_depth`).
+
+A batched step runs every slot as [b, rows] (slots.py), so it costs cost(b, rows) whoever fills the
+rows. The step's depth d (drafts verified per slot; rows = d + 1) is the scheduling choice: each slot b
+expects 1 + sum_{j<d} S_b[j] tokens, where S_b[j] is the probability that its first j + 1 draft tokens
+all survive. Deepening while the whole step's expected tokens per second, sum_b (1 + sum_{j<d} S_b[j]) /
+cost(b, d + 1), improves is the DSpark paper's Algorithm 1 specialised to a padded step, early stop
+included. S comes from the confidence head's prefix survival (`confidence`; STS-scaled when the drafter
+has fitted temperatures) or from the running per-position acceptance of the method (`history`). A slot
+verifies min(d, its draft) tokens. Greedy output never depends on the draft; sampled output stays exact
+because the early stop decides on each draft token from the tokens before it only (see `best_depth`).
 
 Drafting time grows with the batch (per request for most drafters; one batched forward for
 DFlash/DSpark, which still grows with the rows it drafts) while a CPU's verify step is nearly

@@ -1,4 +1,4 @@
-"""Per-request statistics, counted the way the field reports them (REFERENCE.md section 5)."""
+"""Per-request statistics, counted the way the field reports them (tau = tokens per target step)."""
 
 from __future__ import annotations
 

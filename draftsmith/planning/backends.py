@@ -159,11 +159,11 @@ SGLANG_EFFICIENCY = 0.714  # fit: H100 SXM, Llama-3.1-8B BF16, 158.34 tok/s (EAG
 VLLM_EFFICIENCY = 0.734  # fit: A100 40GB, Llama-3.1-8B BF16, ~75 tok/s
 SERVING_COMPUTE_EFFICIENCY = 0.900  # fit: EAGLE-3 in SGLang at batch 64, 1.38x (EAGLE-3 paper Table 3)
 LLAMACPP_EXPERT_EFFICIENCY = 0.276  # fit: RTX 4090, Qwen3-30B-A3B Q4_0, 161.55 tok/s (PR 16834)
-# Not fitted: REFERENCE.md section 6 says real CPU systems reach 60-85% of the DDR spec; the midpoint.
+# Not fitted: real CPU systems reach 60-85% of the DDR spec; the midpoint.
 CPU_EFFICIENCY_MID = 0.725
 
-_CPU_SPREAD = (0.51, 0.85)  # published: 0.51 (a 135M model on a 2-core VM) to 0.75; REFERENCE: 60-85%
-_CPU_SOURCE = "not fitted: the midpoint of the 60-85% of the DDR spec real systems reach (REFERENCE.md 6)"
+_CPU_SPREAD = (0.51, 0.85)  # published: 0.51 (a 135M model on a 2-core VM) to 0.75; STREAM-style: 60-85%
+_CPU_SOURCE = "not fitted: the midpoint of the 60-85% of the DDR spec real systems reach"
 _EXPERTS = "fitted to llama.cpp on an RTX 4090 (Qwen3-30B-A3B Q4_0, PR 16834)"
 _ROOF = "fitted to EAGLE-3's SGLang throughput at batch 64 (planning.published)"
 

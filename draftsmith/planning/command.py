@@ -247,7 +247,8 @@ def _curve_plan(args: argparse.Namespace, model, curve):
     from draftsmith.planning.steps import CurveSteps
 
     spec = model_spec.resolve(str(model))
-    relative = CostCurve.from_seconds(dict(zip(curve.tokens, curve.seconds, strict=True)), curve.source)
+    verify = {k: curve.verify_s(k) for k in curve.tokens}  # the server's steps: every row sampled
+    relative = CostCurve.from_seconds(verify, curve.source)
     steps = CurveSteps(spec, relative, curve.seconds[0])
     return build(
         spec,

@@ -1,4 +1,4 @@
-"""The cost model of speculative decoding, as pure functions (REFERENCE.md section 6).
+"""The cost model of speculative decoding as pure functions (Leviathan et al. 2023, the roofline).
 
 Each docstring states its formula in words; the plan prints the same words next to each number.
 Units: bytes, seconds, bytes/s, FLOP/s. Acceptance curves come in two forms, named everywhere:

@@ -1,6 +1,6 @@
 """Hardware the planner knows: GPU presets, CPU memory systems, PCIe links, and explicit overrides.
 
-Numbers are the vendors' peak figures (REFERENCE.md section 6 and the vendors' data sheets; dense
+Numbers are the vendors' peak figures (the vendors' data sheets; dense
 BF16 with FP16 accumulate; "~" values are estimates). They are ceilings: what an engine reaches of
 them is planning.backends' business (achievable bandwidth, verify-cost curves). Inputs outside
 physical sense (a 1e12 GB/s card) are refused here, each with the range that makes sense.
@@ -50,7 +50,7 @@ class Hardware:
         }
 
 
-_GPU_SOURCE = "REFERENCE.md section 6 (vendor peak; ~ marks an estimate)"
+_GPU_SOURCE = "vendor data sheet peak (~ marks an estimate)"
 _SPEC_SHEET = "the vendor's data sheet (peak bandwidth, dense BF16 TFLOPS without sparsity)"
 
 # name -> (display name, bandwidth GB/s, dense BF16 TFLOPS, VRAM GiB, source)
@@ -139,15 +139,15 @@ CPU_SYSTEMS: dict[str, tuple[str, int, float | None, str]] = {
     "threadripper-3970x": ("ddr4-3200", 4, None, "Threadripper 3970X: 4 channels of DDR4-3200"),
 }
 
-# this development machine, measured (REFERENCE.md section 6): a copy bandwidth, not a DDR spec
-DEV_MACHINE = Hardware("dev VM, 2 cores", "cpu", 25.0, 0.09, None, "REFERENCE.md section 6 (measured)")
+# this development machine, measured: a copy bandwidth, not a DDR spec
+DEV_MACHINE = Hardware("dev VM, 2 cores", "cpu", 25.0, 0.09, None, "measured on a 2-core VM (copy bandwidth)")
 
-# share of the DDR spec real systems reach (REFERENCE.md: 60-85%)
+# share of the DDR spec real systems reach (60-85% in published STREAM-style measurements)
 CPU_EFFICIENCY = (0.60, 0.85)
 
 # PCIe generation -> GB/s per direction for x16
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0}
-PCIE_PLANNING_FACTOR = 0.85  # plan with 85% of the link's rate (REFERENCE.md section 6)
+PCIE_PLANNING_FACTOR = 0.85  # plan with 85% of the link's rate (protocol overhead)
 
 
 def _norm(name: str) -> str:

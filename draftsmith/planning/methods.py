@@ -1,10 +1,10 @@
 """What each drafting method costs in memory and time, sized from the target's shapes.
 
-Drafters are modelled the way their papers build them (REFERENCE.md sections 2-3): EAGLE-3 and MTP
-are one decoder layer run once per draft token; DFlash and DSpark are DeepSpec's 5 layers run once
-per round for the whole block (DSpark adds k rank-256 Markov steps); a draft model is a whole small
-LM run once per draft token; n-gram lookup costs nothing on the accelerator. Trained drafters are
-stored in 16 bits; a draft model at the target's bits.
+Drafters are modelled the way their papers build them (EAGLE-3, DeepSeek-V3's MTP, DFlash, DSpark):
+EAGLE-3 and MTP are one decoder layer run once per draft token; DFlash and DSpark are DeepSpec's 5
+layers run once per round for the whole block (DSpark adds k rank-256 Markov steps); a draft model is a
+whole small LM run once per draft token; n-gram lookup costs nothing on the accelerator. Trained
+drafters are stored in 16 bits; a draft model at the target's bits.
 """
 
 from __future__ import annotations

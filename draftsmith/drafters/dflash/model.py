@@ -1,4 +1,4 @@
-"""DFlash block drafter, and the DSpark heads on top of it (REFERENCE.md section 3).
+"""DFlash block drafter, and the DSpark heads on top of it (z-lab/dflash, DeepSpec's DSpark).
 
 One parallel pass drafts a whole block. Context: hidden states of chosen target layers,
 concatenated, fused by `fc` and an RMSNorm. Each draft layer projects that context with its own

@@ -119,7 +119,7 @@ class DFlashOptions:
 
 
 def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) -> DFlashConfig:
-    """Draft width = target width; heads and MLP size follow the target (REFERENCE.md section 3)."""
+    """Draft width = target width; heads and MLP size follow the target (as DFlash and DSpark do)."""
     c = target.model.config
     rope = getattr(c, "rope_parameters", None) or {}
     dspark = method == "dspark"

@@ -1,4 +1,4 @@
-"""The EAGLE-3 drafter network (REFERENCE.md section 3; EXPORT-FORMATS.md "EAGLE-3").
+"""The EAGLE-3 drafter network (EAGLE-3, arXiv 2503.01840; the layout vLLM and SGLang load).
 
 fc fuses the target's low/mid/high hidden states [K*Ht] into one state [H]. One decoder layer
 (`midlayer`) reads concat(input_layernorm(token embedding), hidden_norm(carried state)) [2H] in
