@@ -5,6 +5,9 @@
 # - dspark, dflash: each continues the drafter of the earlier lineage (git commit BASE holds it) by
 #   recipes/smollm2-METHOD.toml on a fixed mix of committed answers, scored on the committed dev set;
 #   DSpark's confidence head then gets its STS scales (~50 min on 2 cores for the two).
+# - dflash-zlab (not shipped, not in the default METHODS): the shipped DFlash fine-tuned into z-lab's
+#   layout and the full vocabulary (recipes/smollm2-dflash-zlab.toml), the DFlash the z-lab format,
+#   SGLang and vLLM's DFlash runner take (~25 min after the caches).
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
 #   temperature-0.7 answers (~20 min of caching, then 30-60 min each on 2 cores).
 # Usage: [METHODS="dspark dflash eagle3 mtp medusa"] scripts/rebuild_shipped.sh [WORK]
@@ -31,11 +34,18 @@ for m in $METHODS; do
         [ -s "$W/base-$m/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$W/base-$m/$f"
       done
       FROM="--init-from $W/base-$m --cache $W/cache --held-out-cache $W/dev-cache" ;;
+    dflash-zlab)
+      [ -s "$W/mix.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix.jsonl" 52 \
+        answers-train-t07-gpu-20261204:5:6:250 answers-complete-train-t0:1:8:80 answers-train-t07:3:10:150 \
+        answers-train-t0:2:2:120:math
+      cache "$W/mix.jsonl" "$W/cache" float32
+      cache "$W/dev.jsonl" "$W/dev-cache" float32
+      FROM="--init-from draftsmith/drafters/pretrained/smollm2-dflash --cache $W/cache --held-out-cache $W/dev-cache" ;;
     eagle3|mtp|medusa)
       cache data/smollm2/answers-train-t07.jsonl.gz "$W/cache-t07" bfloat16
       cache "$W/dev.jsonl" "$W/dev-cache-bf16" bfloat16
       FROM="--cache $W/cache-t07 --held-out-cache $W/dev-cache-bf16" ;;
-    *) echo "no recipe for $m (choose from: dspark dflash eagle3 mtp medusa)" >&2; exit 1 ;;
+    *) echo "no recipe for $m (choose from: dspark dflash dflash-zlab eagle3 mtp medusa)" >&2; exit 1 ;;
   esac
   # shellcheck disable=SC2086
   [ -f "$W/$m/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$W/$m" \

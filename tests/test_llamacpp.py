@@ -92,13 +92,16 @@ def our_first_drafts(target, method: str, ids: list[int], k: int = 3) -> list[in
     return rounds[len(ids) + 1]
 
 
-def llamacpp_first_drafts(target_gguf, drafter_gguf, method: str, prompts: list[list[int]], log) -> list:
+def llamacpp_first_drafts(
+    target_gguf, drafter_gguf, method: str, prompts: list[list[int]], log, drafter_dir=None
+) -> list:
     """Each prompt's first drafted block in llama-server (its debug log lists the draft candidates)."""
-    from draftsmith.export.gguf import SPEC_TYPES
+    from draftsmith.export.gguf import spec_type
 
     port = free_port()
     cmd = [str(llamacpp.binary("llama-server")), "-m", str(target_gguf), "-md", str(drafter_gguf)]
-    cmd += ["--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", "3", "--spec-draft-p-min", "0"]
+    cmd += ["--spec-type", spec_type(method, drafter_dir), "--spec-draft-n-max", "3"]
+    cmd += ["--spec-draft-p-min", "0"]
     cmd += ["--host", "127.0.0.1", "--port", str(port), "-t", "2", "-np", "1", "-c", "2048", "-lv", "5"]
     proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:

@@ -597,3 +597,74 @@ def test_a_compiled_loss_trains_like_the_eager_one(tmp_path):
         for key in ("loss", "ce", "l1", "bce"):
             assert c[key] == pytest.approx(e[key], rel=1e-2), (e["step"], key)
     assert compiled[-1]["held_out_tau_greedy"] == pytest.approx(eager[-1]["held_out_tau_greedy"], abs=0.05)
+
+
+def test_a_dflash_in_zlab_layout_trains_exports_to_zlab_and_decodes_losslessly(tmp_path):
+    """--mask-slots: slot 0 carries the anchor and drafts nothing, slots 1.. draft the tokens at their
+    own positions (z-lab's layout, which SGLang and vLLM's DFlash runner load)."""
+    from draftsmith.drafters.dflash.checkpoint import load_drafter
+    from draftsmith.drafters.dflash.training import build_blocks
+    from draftsmith.drafters.registry import build_drafter
+    from draftsmith.engine.decode import speculative_generate
+    from draftsmith.engine.stop import StopRule
+    from draftsmith.export import export_drafter, verifier_of
+
+    ids = torch.arange(10, 20)[None]
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    blocks = build_blocks(ids, mask, [torch.tensor([2])], 4, 99, first_slot=1)
+    assert blocks.block_ids[0].tolist() == [12, 99, 99, 99]  # the anchor, then mask tokens
+    assert blocks.labels[0].tolist() == [-100, 13, 14, 15]  # slot k predicts the token at a + k
+    assert blocks.target_pos[0].tolist()[1:] == [2, 3, 4]  # where the target's own distribution lives
+    anchor = build_blocks(ids, mask, [torch.tensor([2])], 4, 99)
+    assert anchor.labels[0].tolist() == [13, 14, 15, 16]  # the default: the anchor slot drafts too
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=8), tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    flat = dict(steps=6, batch=2, anchors=4, block_size=4, draft_vocab=0, eval_every=3, save_every=3)
+    cfg = TrainConfig.from_flat(method="dflash", mask_slots=True, held_out=2, lr=3e-3, **flat)
+    train(target, cache, cfg, tmp_path / "zl", progress=False)
+    log = [json.loads(x) for x in (tmp_path / "zl" / "train_log.jsonl").read_text().splitlines()]
+    assert all(1.0 <= log[2][k] <= 4.0 for k in ("held_out_tau", "held_out_tau_greedy"))
+    model = load_drafter(tmp_path / "zl", target)
+    assert not model.cfg.sample_from_anchor
+    export_drafter(model, "zlab", tmp_path / "z", verifier_of(target))  # refused before: "anchor slot"
+    again = load_drafter(tmp_path / "z", target)
+    assert not again.cfg.sample_from_anchor
+    torch.testing.assert_close(again.fc.weight, model.fc.weight)
+    prompt = [5, 9, 14, 3, 22, 9, 14, 30, 41]
+    outs = []
+    for source in (tmp_path / "zl", tmp_path / "z"):
+        drafter = build_drafter("dflash", target, drafter=str(source))
+        assert drafter.default_k == 3  # block 4: three drafts
+        outs.append(speculative_generate(target.runner, drafter, prompt, StopRule(30), adaptive=False).tokens)
+    plain = speculative_generate(target.runner, build_drafter("plain", target), prompt, StopRule(30)).tokens
+    assert outs == [plain, plain]
+    with pytest.raises(DraftsmithError, match="mask-slots"):
+        train(target, cache, TrainConfig.from_flat(method="dspark", mask_slots=True, **flat), tmp_path / "x")
+
+
+def test_a_fine_tune_relays_a_dflash_into_zlab_layout_and_keeps_its_body(tmp_path):
+    """--init-from with --mask-slots --draft-vocab 0: the layout and the draft vocabulary (rows of the
+    target's own head) change, every trained weight carries over; a fine-tune that keeps the draft
+    vocabulary's size keeps the loaded vocabulary too."""
+    from draftsmith.training.train import warm_start
+
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
+    cache = TargetCache(tmp_path / "cache", target)
+    first = _tiny_block_config("dflash", steps=3)
+    train(target, cache, first, tmp_path / "anchor", progress=False)
+    loaded = first.recipe.load(target, tmp_path / "anchor", dtype=torch.float32)
+    flat = {**first.flat(), "mask_slots": True, "draft_vocab": 0}
+    relaid = TrainConfig.from_flat(**flat)
+    model = relaid.recipe.build(target, relaid.options, LAYERS, cache)
+    warm_start(model, relaid.recipe, target, str(tmp_path / "anchor"))
+    assert not model.cfg.sample_from_anchor and model.d2t.shape[0] == target.runner.vocab_size
+    for name, weight in loaded.state_dict().items():
+        if name != "d2t":
+            torch.testing.assert_close(model.state_dict()[name], weight, msg=name)
+    same = first.recipe.build(target, first.options, LAYERS, cache)
+    same.d2t = same.d2t.flip(0)  # another vocabulary of the same size: the loaded one wins
+    warm_start(same, first.recipe, target, str(tmp_path / "anchor"))
+    assert torch.equal(same.d2t, loaded.d2t)

@@ -29,7 +29,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         from draftsmith.export import gguf
 
         tgt = gguf.write_target(target, Path(args.out), getattr(args, "gguf_target_type", "q8_0"))
-        report |= {"target_gguf": str(tgt), "llama_server": gguf.server_command(method, tgt, out)}
+        command = gguf.server_command(method, tgt, out, directory=Path(args.drafter))
+        report |= {"target_gguf": str(tgt), "llama_server": command}
     print(json.dumps(report))
     return 0
 

@@ -187,7 +187,7 @@ def ngram_args(draft_max: int = DRAFT_MAX) -> list[str]:
 
 def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> list[str]:
     """llama-server flags for a peer (drafters: method -> our drafter directory, or absent)."""
-    from draftsmith.export.gguf import SPEC_TYPES
+    from draftsmith.export.gguf import spec_type
 
     if name == "llamacpp-plain":
         return []
@@ -195,7 +195,8 @@ def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> 
         return ngram_args(draft_max)
     method = name.removeprefix(PREFIX)
     path = drafter_gguf(method, drafters.get(method), target)
-    args = ["-md", str(path), "--spec-type", SPEC_TYPES[method], "--spec-draft-n-max", str(draft_max)]
+    kind = spec_type(method, drafters.get(method))
+    args = ["-md", str(path), "--spec-type", kind, "--spec-draft-n-max", str(draft_max)]
     if method in ("dflash", "dspark"):
         args += ["--spec-draft-p-min", "0"]  # fixed draft length, as our 4-row mode drafts
     return args

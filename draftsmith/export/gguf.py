@@ -6,7 +6,8 @@ GGUF layout llama.cpp's, not a copy of it. draftsmith's DFlash samples its first
 anchor slot, so its speculators export is a DSpark without heads (export/speculators.py), which
 llama.cpp runs on its DSpark path (`dflash.sample_from_anchor`; its DFlash path drafts from slots
 1.. only): both methods run under `--spec-type draft-dspark`, and a DFlash GGUF, having no
-confidence head, needs `--spec-draft-p-min 0`.
+confidence head, needs `--spec-draft-p-min 0`. A DFlash trained in z-lab's layout (`--mask-slots`)
+goes through its z-lab export instead and runs on llama.cpp's DFlash path (`draft-dflash`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ def converter_target_dir(target, out: Path) -> Path:
     return out
 
 
+def mask_slots(directory: Path | None) -> bool:
+    """Whether the drafter in `directory` drafts only from its mask slots (z-lab's DFlash layout)."""
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text()) if directory else {}
+    except (OSError, ValueError):
+        return False
+    return config.get("sample_from_anchor") is False
+
+
+def spec_type(method: str, directory: Path | None = None) -> str:
+    """llama-server's --spec-type for this method's drafter (its layout decides for DFlash)."""
+    return "draft-dflash" if method == "dflash" and mask_slots(directory) else SPEC_TYPES[method]
+
+
 def write(directory: Path, method: str, out: Path, target, verifier, outtype: str = "f16") -> Path:
     """Convert the drafter in `directory` to the GGUF file `out` (a folder: out/drafter-OUTTYPE.gguf)."""
     from draftsmith.deploy import llamacpp
@@ -47,7 +62,8 @@ def write(directory: Path, method: str, out: Path, target, verifier, outtype: st
     file = out / f"drafter-{outtype}.gguf" if out.suffix != ".gguf" else out
     file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        spec = METHODS[method].export(directory, "speculators", Path(tmp) / "speculators", target, verifier)
+        fmt = "zlab" if spec_type(method, directory) == "draft-dflash" else "speculators"
+        spec = METHODS[method].export(directory, fmt, Path(tmp) / fmt, target, verifier)
         tdir = converter_target_dir(target, Path(tmp) / "target")
         llamacpp.run_converter(
             [str(spec), "--outfile", str(file), "--outtype", outtype, "--target-model-dir", str(tdir)]
@@ -82,13 +98,16 @@ def write_target(target, out: Path, outtype: str = "q8_0") -> Path:
     return file
 
 
-def server_command(method: str, target_gguf: Path, drafter_gguf: Path, draft_max: int = 3) -> str:
-    """The llama-server line that runs this drafter (greedy drafts; DFlash has no confidence head)."""
+def server_command(
+    method: str, target_gguf: Path, drafter_gguf: Path, draft_max: int = 3, directory: Path | None = None
+) -> str:
+    """The llama-server line that runs this drafter (greedy drafts; DFlash has no confidence head);
+    `directory`: the drafter it was converted from (its layout picks DFlash's --spec-type)."""
     from draftsmith.deploy import llamacpp
 
     pmin = " --spec-draft-p-min 0" if method == "dflash" else ""
     server = llamacpp.binary("llama-server") if llamacpp.installed() else "llama-server"
     return (
-        f"{server} -m {target_gguf} -md {drafter_gguf} --spec-type {SPEC_TYPES[method]} "
+        f"{server} -m {target_gguf} -md {drafter_gguf} --spec-type {spec_type(method, directory)} "
         f"--spec-draft-n-max {draft_max}{pmin}"
     )

@@ -141,6 +141,9 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
     grown = {k for k in own if k not in src and k.startswith(tuple(getattr(model, "GROWABLE", ())))}
     # inputs this fine-tune turns off (their weights are left behind)
     dropped = {k for k in src if k not in own and k.startswith(tuple(getattr(model, "DROPPABLE", ())))}
+    # buffers the new drafter lays out anew (a draft vocabulary of another size): its own stay
+    relaid = getattr(model, "RELAYOUT", ())
+    dropped |= {k for k in src if k in relaid and k in own and src[k].shape != own[k].shape}
     bad = [
         f"{k}: {tuple(src[k].shape) if k in src else 'missing'} in {source}, "
         f"{tuple(own[k].shape) if k in own else 'absent'} here"
@@ -152,10 +155,11 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
         a, b = asdict(theirs), asdict(ours)
         growable = set(getattr(model, "GROWABLE_CONFIG", ()))
         droppable = set(getattr(model, "DROPPABLE_CONFIG", ()))
+        free = set(getattr(model, "RELAYOUT_CONFIG", ()))
         bad += [
             f"{k}: {a.get(k)!r} in {source}, {b.get(k)!r} here"
             for k in sorted(set(a) | set(b))
-            if k not in WARM_START_FREE
+            if k not in WARM_START_FREE | free
             and a.get(k) != b.get(k)
             and not (k in growable and (b.get(k) or 0) > (a.get(k) or 0))  # raised by this fine-tune
             and not (k in droppable and not b.get(k))  # turned off by this fine-tune

@@ -164,6 +164,12 @@ class DFlashModel(nn.Module):
     DROPPABLE_CONFIG = ("lookup_input",)
     """Config fields a fine-tune may turn off (to 0), dropping their weights: how a drafter trained
     with a draftsmith-only input becomes one the export formats carry."""
+    RELAYOUT = ("d2t",)
+    RELAYOUT_CONFIG = ("sample_from_anchor", "draft_vocab_size")
+    """Config fields a fine-tune may change freely, keeping the new drafter's buffers of those names:
+    the block's slot layout (z-lab's mask slots or not) and the draft vocabulary (rows of the target's
+    own lm_head, which the drafter borrows) reshape no trained weight of a DFlash drafter. A DSpark
+    Markov head sized by the draft vocabulary is still refused by the weight check."""
 
     def __init__(self, cfg: DFlashConfig) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ from draftsmith.drafters.checkpoint import target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
-from draftsmith.drafters.dflash.training import anchor_runs, block_loss, build_blocks
+from draftsmith.drafters.dflash.training import anchor_runs, block_loss, build_blocks, first_slot
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.anchors import CAPPED_DRAFT, sample_anchors, walk
 from draftsmith.training.labels import check_label, label_option
@@ -88,6 +88,14 @@ class DFlashOptions:
             "help": "train only the first N block slots (0 = all; the default CPU mode verifies 3)",
         },
     )
+    mask_slots: bool = field(
+        default=False,
+        metadata={
+            "help": "DFlash in z-lab's layout: slot 0 holds the anchor and drafts nothing, the mask slots "
+            "draft (block size - 1 drafts); with --draft-vocab 0 it exports to the z-lab format SGLang and "
+            "vLLM's DFlash runner load (default: every slot drafts, the first from the anchor)"
+        },
+    )
     survival: bool = field(
         default=False,
         metadata={
@@ -123,6 +131,8 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
     c = target.model.config
     rope = getattr(c, "rope_parameters", None) or {}
     dspark = method == "dspark"
+    if dspark and opts.mask_slots:
+        raise DraftsmithError("--mask-slots is DFlash's z-lab layout; DSpark drafts from the anchor slot")
     return DFlashConfig(
         hidden_size=c.hidden_size,
         num_heads=c.num_attention_heads,
@@ -144,6 +154,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
         anchor_context=opts.anchor_context,
         lookup_input=opts.lookup_input,
         qk_norm=opts.qk_norm,
+        sample_from_anchor=not opts.mask_slots,
         method=method,
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),
@@ -167,7 +178,15 @@ def pad_stack(seqs: list, name: str, value=0) -> torch.Tensor:
     return torch.stack([torch.cat([x, p]) if p.shape[0] else x for x, p in zip(xs, pad, strict=True)])
 
 
-def collate(seqs: list, anchors: int, block: int, mask_id: int, g: torch.Generator, lookup_input: int = 0):
+def collate(
+    seqs: list,
+    anchors: int,
+    block: int,
+    mask_id: int,
+    g: torch.Generator,
+    lookup_input: int = 0,
+    first_slot: int = 0,
+):
     """Pad sequences to one length and lay out their anchored blocks (with each slot's lookup guess
     when lookup_input > 0).
 
@@ -176,7 +195,7 @@ def collate(seqs: list, anchors: int, block: int, mask_id: int, g: torch.Generat
     ids, mask = pad_stack(seqs, "ids"), pad_stack(seqs, "loss_mask", False)
     greedy = pad_stack(seqs, "greedy") if all(s.greedy is not None for s in seqs) else None
     anchor_lists = [sample_anchors(m, anchors, g) for m in mask]
-    batch = build_blocks(ids, mask, anchor_lists, block, mask_id, greedy, lookup_input)
+    batch = build_blocks(ids, mask, anchor_lists, block, mask_id, greedy, lookup_input, first_slot)
     feats, final, lse = (pad_stack(seqs, name).float() for name in ("features", "final", "lse"))
     return batch, feats, final, lse
 
@@ -202,6 +221,7 @@ class DFlashRecipe(Recipe):
         "lookup_input": 0,
         "loss_slots": 0,
         "survival": False,
+        "mask_slots": False,
     }
 
     def __init__(self, method: str) -> None:
@@ -230,7 +250,10 @@ class DFlashRecipe(Recipe):
     def batch(self, seqs: list, opts: DFlashOptions, model: DFlashModel, generator: torch.Generator):
         mask_id = model.cfg.mask_token_id
         lookup = model.cfg.lookup_input  # the model's own, so a loaded drafter is scored as it decodes
-        batch, feats, final, lse = collate(seqs, opts.anchors, opts.block_size, mask_id, generator, lookup)
+        first = first_slot(model.cfg)
+        batch, feats, final, lse = collate(
+            seqs, opts.anchors, opts.block_size, mask_id, generator, lookup, first
+        )
         device = model.fc.weight.device
         return batch.to(device), feats.to(device), final.to(device), lse.to(device)
 
@@ -290,6 +313,7 @@ class DFlashRecipe(Recipe):
                     cfg.mask_token_id,
                     s.greedy[None],
                     cfg.lookup_input,
+                    first_slot(cfg),
                 )
                 found = anchor_runs(model, batch.to(device), s.features[None].float().to(device))[0]
                 runs.update((a, r) for a, r in zip(chunk.tolist(), found.tolist(), strict=True) if r >= 0)

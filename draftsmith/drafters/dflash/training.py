@@ -39,6 +39,12 @@ class BlockBatch:
         return replace(self, **{k: v.to(device) for k, v in values.items() if v is not None})
 
 
+def first_slot(cfg) -> int:
+    """The first block slot that drafts: 0 when the anchor slot drafts (our default, DSpark), 1 in
+    z-lab's layout (the anchor slot only carries the anchor token)."""
+    return 0 if cfg.sample_from_anchor else 1
+
+
 def build_blocks(
     ids: torch.Tensor,
     loss_mask: torch.Tensor,
@@ -47,6 +53,7 @@ def build_blocks(
     mask_token_id: int,
     greedy: torch.Tensor | None = None,
     lookup_input: int = 0,
+    first_slot: int = 0,
 ) -> BlockBatch:
     """Lay out the anchored blocks of b sequences (ids [b, T]); short anchor lists are padded.
 
@@ -72,11 +79,14 @@ def build_blocks(
     block_ids = torch.full((b, q), mask_token_id, dtype=torch.long, device=dev)
     first = live_slot & (slot == 0)[None]
     block_ids[first] = torch.gather(ids, 1, a_slot)[first]
-    nxt = pos + 1
+    src = pos - first_slot  # the position whose next token the slot predicts (a + k, or a + k - 1)
+    drafts = (slot >= first_slot)[None]
+    nxt = src + 1
     at_next = nxt.clamp(max=t - 1)
-    learn = live_slot & (nxt < t) & torch.gather(loss_mask, 1, at_next)
+    learn = live_slot & drafts & (nxt < t) & torch.gather(loss_mask, 1, at_next)
     labels = torch.where(learn, torch.gather(ids, 1, at_next), IGNORE)
-    prev_ids = torch.where(live_slot & (pos < t), torch.gather(ids, 1, pos.clamp(max=t - 1)), 0)
+    src_at = src.clamp(min=0, max=t - 1)
+    prev_ids = torch.where(live_slot & (src < t), torch.gather(ids, 1, src_at), 0)
     # context strictly before the anchor (none for padding blocks), and the own block both ways:
     # padding blocks attend to themselves only, so no softmax row is empty
     ctx = torch.arange(t, device=dev)[None, None] < torch.where(live_slot, a_slot, 0)[..., None]
@@ -84,15 +94,15 @@ def build_blocks(
     own = blk[:, None] == blk[None]
     mask = torch.cat([ctx, own.expand(b, q, q)], -1)
     ctx_pos = torch.arange(t, device=dev).expand(b, t)
-    target_pos = block_pos.clamp(max=t - 1)
+    target_pos = torch.where(live_slot, src_at, 0)
     greedy_labels = None
     if greedy is not None:
         # slot k's greedy label is the target's argmax after the written prefix through a + k; greedy
         # decoding would only reach that prefix if the written tokens a+1..a+k were the target's own
         # argmax choices too, so past the first departure from the greedy path the label is unknown
         written = torch.gather(ids, 1, target_pos)
-        before = torch.gather(greedy, 1, (block_pos - 1).clamp(min=0, max=t - 1))
-        on_path = (written == before) | (slot == 0)[None]
+        before = torch.gather(greedy, 1, (target_pos - 1).clamp(min=0, max=t - 1))
+        on_path = (written == before) | (slot <= first_slot)[None]
         on_path = on_path.view(b, n_anchor, block_size).int().cumprod(-1).bool().view(b, q)
         greedy_labels = torch.where(
             (labels == IGNORE) | ~on_path, IGNORE, torch.gather(greedy, 1, target_pos)
@@ -151,7 +161,7 @@ def anchor_runs(model: DFlashModel, batch: BlockBatch, features: torch.Tensor) -
     labels = batch.greedy_labels
     # a token outside the draft vocabulary maps to row Vd, which no draft reaches: a miss
     scored = torch.where(labels == IGNORE, IGNORE, model.t2d[labels.clamp(min=0)])
-    prefix, live = prefix_hits(draft, scored, model.cfg.block_size)
+    prefix, live = prefix_hits(draft, scored, model.cfg.block_size, first_slot(model.cfg))
     return torch.where(live, prefix.sum(-1), -1)
 
 
@@ -251,9 +261,13 @@ def block_loss(
             idx = draft_index(labels)
             return torch.where(labels == IGNORE, IGNORE, torch.where(idx == vd, -1, idx))
 
-        terms.update(accepted_runs(draft, scored(batch.labels), cfg.block_size, "tau_est"))
+        first = first_slot(cfg)
+        terms.update(accepted_runs(draft, scored(batch.labels), cfg.block_size, "tau_est", first))
         if batch.greedy_labels is not None:
-            terms.update(accepted_runs(draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy"))
+            greedy_runs = accepted_runs(
+                draft, scored(batch.greedy_labels), cfg.block_size, "tau_greedy", first
+            )
+            terms.update(greedy_runs)
     terms["loss"] = loss
     return loss, {k: float(v.detach()) for k, v in terms.items()}
 
@@ -270,32 +284,36 @@ def slot_weights(
     loss_slots on (when > 0), times (survival) the detached probability that the drafter got every
     earlier slot of its block right, exp(-sum of their CE); a label outside the draft vocabulary
     ends the block's survival."""
-    block = model.cfg.block_size
-    w = model.position_weights(ce.device)[batch.slot]
+    block, first = model.cfg.block_size, first_slot(model.cfg)
+    draft_slot = (batch.slot - first).clamp(min=0)  # the draft's index in its block
+    w = model.position_weights(ce.device)[draft_slot]
     if loss_slots:
-        w = w * (batch.slot < loss_slots)
+        w = w * (draft_slot < loss_slots)
     w = w.expand_as(ce)
     if survival:
         nll = ce.detach().masked_fill(~valid, float("inf")).view(ce.shape[0], -1, block)
+        nll[..., :first] = 0.0  # a slot that drafts nothing does not end the block's survival
         earlier = torch.cumsum(F.pad(nll[..., :-1], (1, 0)), -1)  # CE summed over the slots before
         w = w * torch.exp(-earlier).view_as(ce)
     return w
 
 
 def prefix_hits(
-    draft: torch.Tensor, labels: torch.Tensor, block_size: int
+    draft: torch.Tensor, labels: torch.Tensor, block_size: int, first_slot: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per anchored block, 1 at each slot while every draft so far equals its label ([b, A, block])
-    and whether the block's first slot has a label at all ([b, A]); draft and labels [b, A * block]."""
-    blocks = (draft == labels).view(draft.shape[0], -1, block_size)
-    return blocks.int().cumprod(-1), (labels != IGNORE).view_as(blocks)[..., 0]
+    """Per anchored block, 1 at each drafting slot while every draft so far equals its label ([b, A,
+    block - first_slot]) and whether the block's first drafting slot has a label at all ([b, A]);
+    draft and labels [b, A * block]."""
+    blocks = (draft == labels).view(draft.shape[0], -1, block_size)[..., first_slot:]
+    live = (labels != IGNORE).view(draft.shape[0], -1, block_size)[..., first_slot]
+    return blocks.int().cumprod(-1), live
 
 
 def accepted_runs(
-    draft: torch.Tensor, labels: torch.Tensor, block_size: int, name: str
+    draft: torch.Tensor, labels: torch.Tensor, block_size: int, name: str, first_slot: int = 0
 ) -> dict[str, torch.Tensor]:
     """accepted_length as 0-dim tensors, without a data-dependent branch (compiles as one graph)."""
-    prefix, live = prefix_hits(draft, labels, block_size)
+    prefix, live = prefix_hits(draft, labels, block_size, first_slot)
     live = live.float()
     n = live.sum().clamp(min=1.0)  # no live block: 1 + 0 / 1 = 1.0
     return {
