@@ -23,24 +23,21 @@ cache() {  # cache ANSWERS OUT DTYPE
 [ -s "$W/dev.jsonl" ] || gzip -dc data/smollm2/dev-answers.jsonl.gz > "$W/dev.jsonl"
 for m in $METHODS; do
   case $m in
-    dspark|dflash)
+    dspark|dflash|dflash-zlab)
       [ -s "$W/mix.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix.jsonl" 52 \
         answers-train-t07-gpu-20261204:5:6:250 answers-complete-train-t0:1:8:80 answers-train-t07:3:10:150 \
         answers-train-t0:2:2:120:math
       cache "$W/mix.jsonl" "$W/cache" float32
       cache "$W/dev.jsonl" "$W/dev-cache" float32
-      mkdir -p "$W/base-$m"
-      for f in config.json model.safetensors; do
-        [ -s "$W/base-$m/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$W/base-$m/$f"
-      done
-      FROM="--init-from $W/base-$m --cache $W/cache --held-out-cache $W/dev-cache" ;;
-    dflash-zlab)
-      [ -s "$W/mix.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix.jsonl" 52 \
-        answers-train-t07-gpu-20261204:5:6:250 answers-complete-train-t0:1:8:80 answers-train-t07:3:10:150 \
-        answers-train-t0:2:2:120:math
-      cache "$W/mix.jsonl" "$W/cache" float32
-      cache "$W/dev.jsonl" "$W/dev-cache" float32
-      FROM="--init-from draftsmith/drafters/pretrained/smollm2-dflash --cache $W/cache --held-out-cache $W/dev-cache" ;;
+      if [ "$m" = dflash-zlab ]; then
+        BASE_DIR=draftsmith/drafters/pretrained/smollm2-dflash  # the shipped DFlash, relaid
+      else
+        BASE_DIR=$W/base-$m; mkdir -p "$BASE_DIR"
+        for f in config.json model.safetensors; do
+          [ -s "$BASE_DIR/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$BASE_DIR/$f"
+        done
+      fi
+      FROM="--init-from $BASE_DIR --cache $W/cache --held-out-cache $W/dev-cache" ;;
     eagle3|mtp|medusa)
       cache data/smollm2/answers-train-t07.jsonl.gz "$W/cache-t07" bfloat16
       cache "$W/dev.jsonl" "$W/dev-cache-bf16" bfloat16

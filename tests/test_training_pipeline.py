@@ -84,6 +84,13 @@ def make_answers(tmp_path, n=6):
     return answers
 
 
+def tiny_cache(tmp_path, n: int = 6) -> tuple:
+    """The tiny target and a cache of n of its answers (layers LAYERS), as most tests here need."""
+    target = tiny_target()
+    build_cache(target, make_answers(tmp_path, n=n), tmp_path / "cache", LAYERS, progress=False)
+    return target, TargetCache(tmp_path / "cache", target)
+
+
 def test_cache_round_trip_resume_and_target_check(tmp_path):
     target = tiny_target()
     answers = make_answers(tmp_path)
@@ -182,9 +189,7 @@ def test_training_runs_compare_in_one_table(tmp_path):
     """An A/B arm that differs in one setting: the comparison table names it."""
     from draftsmith.evaluation.train_runs import curve, runs_table
 
-    target = tiny_target()
-    build_cache(target, make_answers(tmp_path, n=8), tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
+    target, cache = tiny_cache(tmp_path, n=8)
     cfg = _tiny_block_config("dspark", steps=6)
     train(target, cache, cfg, tmp_path / "straight", progress=False)
     greedy = TrainConfig.from_flat(**{**cfg.flat(), "label": "greedy"})
@@ -199,9 +204,7 @@ def test_training_runs_compare_in_one_table(tmp_path):
 def test_init_from_starts_at_a_trained_drafter_and_refuses_another_architecture(tmp_path):
     from draftsmith.training.train import warm_start
 
-    target = tiny_target()
-    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
+    target, cache = tiny_cache(tmp_path, n=6)
     cfg = _tiny_block_config("dspark", steps=3)
     train(target, cache, cfg, tmp_path / "first", progress=False)
     recipe, opts = cfg.recipe, cfg.options
@@ -264,9 +267,7 @@ def test_a_fine_tune_turns_a_draftsmith_only_drafter_into_an_exportable_one(tmp_
     from draftsmith.export import export_drafter, verifier_of
     from draftsmith.training.train import warm_start
 
-    target = tiny_target()
-    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
+    target, cache = tiny_cache(tmp_path, n=6)
     cfg = _tiny_block_config(method, steps=2)
     old = TrainConfig.from_flat(**{**cfg.flat(), "qk_norm": False, "lookup_input": 4})
     train(target, cache, old, tmp_path / "old", progress=False)
@@ -618,9 +619,7 @@ def test_a_dflash_in_zlab_layout_trains_exports_to_zlab_and_decodes_losslessly(t
     anchor = build_blocks(ids, mask, [torch.tensor([2])], 4, 99)
     assert anchor.labels[0].tolist() == [13, 14, 15, 16]  # the default: the anchor slot drafts too
 
-    target = tiny_target()
-    build_cache(target, make_answers(tmp_path, n=8), tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
+    target, cache = tiny_cache(tmp_path, n=8)
     flat = dict(steps=6, batch=2, anchors=4, block_size=4, draft_vocab=0, eval_every=3, save_every=3)
     cfg = TrainConfig.from_flat(method="dflash", mask_slots=True, held_out=2, lr=3e-3, **flat)
     train(target, cache, cfg, tmp_path / "zl", progress=False)
@@ -650,9 +649,7 @@ def test_a_fine_tune_relays_a_dflash_into_zlab_layout_and_keeps_its_body(tmp_pat
     vocabulary's size keeps the loaded vocabulary too."""
     from draftsmith.training.train import warm_start
 
-    target = tiny_target()
-    build_cache(target, make_answers(tmp_path, n=6), tmp_path / "cache", LAYERS, progress=False)
-    cache = TargetCache(tmp_path / "cache", target)
+    target, cache = tiny_cache(tmp_path, n=6)
     first = _tiny_block_config("dflash", steps=3)
     train(target, cache, first, tmp_path / "anchor", progress=False)
     loaded = first.recipe.load(target, tmp_path / "anchor", dtype=torch.float32)
