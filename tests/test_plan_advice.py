@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -232,13 +233,15 @@ def test_measured_llamacpp_curve_prices_the_plan(capsys, monkeypatch):
     seconds = (0.00754, 0.01092, 0.01325, 0.01561, 0.02542)
     curve = llamacpp.VerifyCurve((1, 2, 3, 4, 8), seconds, "llama-bench -p 1,2,3,4,8 -t 2")
     monkeypatch.setattr(llamacpp, "measure_curve", lambda model, threads: curve)
+    curve = replace(curve, row_s=0.001)  # llama-server: 1 ms a verified row beyond the first
+    monkeypatch.setattr(llamacpp, "measure_row_cost", lambda model, measured, threads: curve)
     code, out, _ = plan_cli(capsys, "--measure", "--engine", "llamacpp", "--method", "dspark", "--json")
     plan = json.loads(out)["plan"]
     assert code == 0 and plan["engine"] == "llamacpp" and plan["steps"].startswith("measured: llama.cpp")
     q = {x["name"]: x["value"] for x in plan["plain"]}
     assert q["plain decode"] == pytest.approx(1 / 0.00754)
     row = plan["methods"][0]
-    assert row["verify_ms"] == pytest.approx(1000 * curve.step_s(row["k"] + 1), rel=1e-3)
+    assert row["verify_ms"] == pytest.approx(1000 * curve.verify_s(row["k"] + 1), rel=1e-3)
 
 
 # --- concurrency -------------------------------------------------------------------------------------------
