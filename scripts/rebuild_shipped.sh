@@ -3,11 +3,10 @@
 # committed data. Outputs WORK/METHOD; copy one over draftsmith/drafters/pretrained/smollm2-METHOD
 # to ship it.
 # - dspark, dflash: each continues the drafter of the earlier lineage (git commit BASE holds it) by
-#   recipes/smollm2-METHOD.toml on a fixed mix of committed answers, scored on the committed dev set;
-#   DSpark's confidence head then gets its STS scales (~50 min on 2 cores for the two).
-# - dflash-zlab (not shipped, not in the default METHODS): the shipped DFlash fine-tuned into z-lab's
-#   layout and the full vocabulary (recipes/smollm2-dflash-zlab.toml), the DFlash the z-lab format,
-#   SGLang and vLLM's DFlash runner take (~25 min after the caches).
+#   recipes/smollm2-dspark.toml / smollm2-dflash-anchor.toml on a fixed mix of committed answers, scored
+#   on the committed dev set. DSpark is then widened to the target's whole vocabulary (grow-vocab
+#   --size 0) and its confidence head gets its STS scales; DFlash is relaid into z-lab's layout and
+#   the whole vocabulary by recipes/smollm2-dflash.toml (~1 h 20 min on 2 cores for the two).
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
 #   temperature-0.7 answers (~20 min of caching, then 30-60 min each on 2 cores).
 # Usage: [METHODS="dspark dflash eagle3 mtp medusa"] scripts/rebuild_shipped.sh [WORK]
@@ -23,32 +22,38 @@ cache() {  # cache ANSWERS OUT DTYPE
 [ -s "$W/dev.jsonl" ] || gzip -dc data/smollm2/dev-answers.jsonl.gz > "$W/dev.jsonl"
 for m in $METHODS; do
   case $m in
-    dspark|dflash|dflash-zlab)
+    dspark|dflash)
       [ -s "$W/mix.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix.jsonl" 52 \
         answers-train-t07-gpu-20261204:5:6:250 answers-complete-train-t0:1:8:80 answers-train-t07:3:10:150 \
         answers-train-t0:2:2:120:math
       cache "$W/mix.jsonl" "$W/cache" float32
       cache "$W/dev.jsonl" "$W/dev-cache" float32
-      if [ "$m" = dflash-zlab ]; then
-        BASE_DIR=draftsmith/drafters/pretrained/smollm2-dflash  # the shipped DFlash, relaid
-      else
-        BASE_DIR=$W/base-$m; mkdir -p "$BASE_DIR"
-        for f in config.json model.safetensors; do
-          [ -s "$BASE_DIR/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$BASE_DIR/$f"
-        done
+      BASE_DIR=$W/base-$m; mkdir -p "$BASE_DIR"
+      for f in config.json model.safetensors; do
+        [ -s "$BASE_DIR/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$BASE_DIR/$f"
+      done
+      DATA="--cache $W/cache --held-out-cache $W/dev-cache"
+      if [ "$m" = dflash ]; then  # first stage: the lineage's anchor layout, then relaid below
+        # shellcheck disable=SC2086
+        [ -f "$W/dflash-anchor/model.safetensors" ] || $DS train --recipe recipes/smollm2-dflash-anchor.toml \
+          --init-from "$BASE_DIR" $DATA --out "$W/dflash-anchor" > "$W/dflash-anchor.train.log" 2>&1
+        BASE_DIR=$W/dflash-anchor
       fi
-      FROM="--init-from $BASE_DIR --cache $W/cache --held-out-cache $W/dev-cache" ;;
+      FROM="--init-from $BASE_DIR $DATA" ;;
     eagle3|mtp|medusa)
       cache data/smollm2/answers-train-t07.jsonl.gz "$W/cache-t07" bfloat16
       cache "$W/dev.jsonl" "$W/dev-cache-bf16" bfloat16
       FROM="--cache $W/cache-t07 --held-out-cache $W/dev-cache-bf16" ;;
-    *) echo "no recipe for $m (choose from: dspark dflash dflash-zlab eagle3 mtp medusa)" >&2; exit 1 ;;
+    *) echo "no recipe for $m (choose from: dspark dflash eagle3 mtp medusa)" >&2; exit 1 ;;
   esac
+  OUT=$W/$m; [ "$m" = dspark ] && OUT=$W/dspark-8192  # widened to the whole vocabulary below
   # shellcheck disable=SC2086
-  [ -f "$W/$m/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$W/$m" \
+  [ -f "$OUT/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$OUT" \
     > "$W/$m.train.log" 2>&1
-  if [ "$m" = dspark ] && [ ! -s "$W/dspark/sts.json" ]; then
-    $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 > "$W/dspark.sts.txt" 2>&1
+  if [ "$m" = dspark ]; then
+    [ -f "$W/dspark/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dspark"
+    [ -s "$W/dspark/sts.json" ] || $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 \
+      > "$W/dspark.sts.txt" 2>&1
   fi
   echo "$m: $W/$m"
 done

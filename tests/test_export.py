@@ -28,7 +28,7 @@ from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.errors import DraftsmithError
 from draftsmith.export import FORMATS, Verifier, detect_format, export_drafter, verifier_of
-from draftsmith.export.common import d2t_absolute, d2t_offsets, from_layer_ids, to_layer_ids
+from draftsmith.export.common import d2t_absolute, d2t_offsets, from_layer_ids, full_vocab, to_layer_ids
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_PY = ROOT / ".venv-speculators" / "bin" / "python"
@@ -314,20 +314,26 @@ def test_draftsmith_only_features_are_refused(tmp_path, feature, value):
             export_drafter(model, fmt, tmp_path / fmt, verifier(target))
 
 
+SHIPPED_FORMATS = {"dflash": ("speculators", "zlab"), "dspark": ("speculators", "deepspec")}
+
+
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
-def test_shipped_drafters_export_where_a_draft_vocabulary_fits(tmp_path, smollm, method):
-    """The shipped pair is trained in the exportable recipe (q/k norms, no lookup input): speculators
-    carries it and reads it back with the same weights; z-lab and DeepSpec have no draft vocabulary
-    for its 8,192-token head and refuse it by name."""
+def test_shipped_drafters_export_to_every_format_of_their_method(tmp_path, smollm, method):
+    """The shipped pair is in the public layouts (q/k norms, no lookup input, the whole vocabulary;
+    DFlash in z-lab's mask-slot layout, DSpark drafting from the anchor): each format of its method
+    takes it and reads it back with the same weights. DeepSpec's DFlash (no Markov head) is refused
+    by name: SGLang's DSpark path, the one that reads that format, requires a Markov head."""
     model = load_drafter(PRETRAINED / f"smollm2-{method}", smollm)
-    assert model.cfg.qk_norm and not model.cfg.lookup_input
-    export_drafter(model, "speculators", tmp_path / "s", verifier_of(smollm))
-    again = load_drafter(tmp_path / "s", smollm)
-    assert again.cfg.method == method and torch.equal(again.d2t, model.d2t)
-    torch.testing.assert_close(again.fc.weight, model.fc.weight)
-    for fmt in ("zlab", "deepspec"):
-        with pytest.raises(DraftsmithError, match="draft vocabulary|Markov head|sample_from_anchor"):
-            export_drafter(model, fmt, tmp_path / fmt, verifier_of(smollm))
+    assert model.cfg.qk_norm and not model.cfg.lookup_input and full_vocab(model)
+    assert model.cfg.sample_from_anchor == (method == "dspark")
+    for fmt in SHIPPED_FORMATS[method]:
+        export_drafter(model, fmt, tmp_path / fmt, verifier_of(smollm))
+        again = load_drafter(tmp_path / fmt, smollm)
+        assert again.cfg.method == method and again.cfg.sample_from_anchor == model.cfg.sample_from_anchor
+        torch.testing.assert_close(again.fc.weight, model.fc.weight)
+    if method == "dflash":
+        with pytest.raises(DraftsmithError, match="Markov head"):
+            export_drafter(model, "deepspec", tmp_path / "deepspec", verifier_of(smollm))
 
 
 def test_bad_directories_are_refused_clearly(tmp_path):

@@ -643,6 +643,32 @@ def test_a_dflash_in_zlab_layout_trains_exports_to_zlab_and_decodes_losslessly(t
         train(target, cache, TrainConfig.from_flat(method="dspark", mask_slots=True, **flat), tmp_path / "x")
 
 
+@pytest.mark.parametrize(
+    "method,formats", [("dflash", ["speculators", "zlab"]), ("dspark", ["speculators", "deepspec"])]
+)
+def test_the_default_recipe_exports_to_every_format_of_its_method(tmp_path, method, formats):
+    """`train --method dflash|dspark` with no recipe option: q/k norms, no lookup input, the whole
+    vocabulary, DFlash in z-lab's mask-slot layout, DSpark from the anchor slot. Every format of the
+    method takes it, and the import decodes as the drafter did (GGUF goes through these exports)."""
+    from test_export import TINY_PROMPTS, drafts
+
+    from draftsmith.drafters.dflash.checkpoint import load_drafter
+    from draftsmith.export import export_drafter, verifier_of
+    from draftsmith.export.gguf import spec_type
+
+    target, cache = tiny_cache(tmp_path, n=6)
+    cfg = TrainConfig.from_flat(method=method, steps=2, batch=2, held_out=2)  # budget only
+    train(target, cache, cfg, tmp_path / "run", progress=False)
+    model = load_drafter(tmp_path / "run", target)
+    assert model.cfg.qk_norm and not model.cfg.lookup_input and model.cfg.draft_vocab_size is None
+    assert model.cfg.sample_from_anchor == (method == "dspark")
+    want = drafts(target, model, TINY_PROMPTS)  # every round's draft, decoding losslessly
+    for fmt in formats:
+        export_drafter(model, fmt, tmp_path / fmt, verifier_of(target))
+        assert drafts(target, load_drafter(tmp_path / fmt, target), TINY_PROMPTS) == want, fmt
+    assert spec_type(method, tmp_path / "run") == {"dflash": "draft-dflash", "dspark": "draft-dspark"}[method]
+
+
 def test_a_fine_tune_relays_a_dflash_into_zlab_layout_and_keeps_its_body(tmp_path):
     """--init-from with --mask-slots --draft-vocab 0: the layout and the draft vocabulary (rows of the
     target's own head) change, every trained weight carries over; a fine-tune that keeps the draft
@@ -650,7 +676,7 @@ def test_a_fine_tune_relays_a_dflash_into_zlab_layout_and_keeps_its_body(tmp_pat
     from draftsmith.training.train import warm_start
 
     target, cache = tiny_cache(tmp_path, n=6)
-    first = _tiny_block_config("dflash", steps=3)
+    first = TrainConfig.from_flat(**{**_tiny_block_config("dflash", steps=3).flat(), "mask_slots": False})
     train(target, cache, first, tmp_path / "anchor", progress=False)
     loaded = first.recipe.load(target, tmp_path / "anchor", dtype=torch.float32)
     flat = {**first.flat(), "mask_slots": True, "draft_vocab": 0}

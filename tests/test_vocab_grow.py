@@ -62,24 +62,40 @@ def test_grow_vocab_refuses_a_full_vocabulary_drafter():
         grow_vocab(model, np.ones(VOCAB, dtype=np.int64), VOCAB)
 
 
-def test_cli_grows_the_shipped_drafter(smollm, tmp_path, capsys):
+def test_cli_grows_a_drafter_and_widens_it_to_the_whole_vocabulary(smollm, tmp_path, capsys):
+    """grow-vocab on a reduced-vocabulary DSpark for the default target: by answer counts, or with
+    --size 0 to the whole vocabulary, after which the z-lab / DeepSpec exporters take it."""
+    from dataclasses import replace
     from pathlib import Path
 
     from draftsmith.cli import main
     from draftsmith.drafters.checkpoint import shipped_drafter
+    from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
     from draftsmith.drafters.dflash.config import DFlashConfig
+    from draftsmith.drafters.dflash.model import DFlashModel
+    from draftsmith.export import export_drafter, verifier_of
 
-    shipped = shipped_drafter("dspark", smollm)
+    cfg = replace(DFlashConfig.load(shipped_drafter("dspark", smollm)), draft_vocab_size=512)
+    reduced = DFlashModel(cfg)
+    reduced.d2t = torch.arange(512) * 7  # spread over the vocabulary
+    src = tmp_path / "reduced"
+    save_drafter(reduced, src, dtype=torch.float32)
     answers = Path(__file__).resolve().parents[1] / "data/smollm2/answers-held-out-t0.jsonl.gz"
-    size = DFlashConfig.load(shipped).draft_vocab_size + 100
     out = tmp_path / "grown"
-    base = ["grow-vocab", "--drafter", str(shipped), "--answers", str(answers), "--out", str(out)]
+    base = ["grow-vocab", "--drafter", str(src), "--answers", str(answers), "--out", str(out)]
     assert main([*base, "--size", "100"]) == 2 and "shrink" in capsys.readouterr().err
     assert (
-        main([*base[:-4], "--answers", str(tmp_path / "none.jsonl"), "--out", str(out), "--size", "9000"])
-        == 2
+        main([*base[:-4], "--answers", str(tmp_path / "none.jsonl"), "--out", str(out), "--size", "900"]) == 2
     )
     assert "not found" in capsys.readouterr().err
-    assert main([*base, "--size", str(size)]) == 0
-    assert DFlashConfig.load(out).draft_vocab_size == size
-    assert (out / "sts.json").read_text() == (shipped / "sts.json").read_text()
+    assert main([*base[:-4], "--out", str(out), "--size", "900"]) == 2
+    assert "--answers is required" in capsys.readouterr().err
+    assert main([*base, "--size", "612"]) == 0
+    assert DFlashConfig.load(out).draft_vocab_size == 612
+    whole = tmp_path / "whole"
+    assert main(["grow-vocab", "--drafter", str(src), "--size", "0", "--out", str(whole)]) == 0
+    model = load_drafter(whole, smollm)
+    assert model.cfg.draft_vocab_size is None and torch.equal(
+        model.d2t, torch.arange(smollm.runner.vocab_size)
+    )
+    export_drafter(model, "deepspec", tmp_path / "deepspec", verifier_of(smollm))  # no draft vocabulary left

@@ -91,6 +91,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 def cmd_grow_vocab(args: argparse.Namespace) -> int:
     """Add the most frequent answer tokens to a DFlash/DSpark drafter's draft vocabulary."""
+    import numpy as np
     import torch
 
     from draftsmith.drafters.checkpoint import STS_FILE
@@ -103,13 +104,20 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     # bad paths fail before the target loads (seconds, and its progress output)
     if not src.is_dir():  # load_drafter's own check (it also imports foreign formats)
         raise DraftsmithError(f"drafter directory not found: {src}")
+    if args.size < 0:
+        raise DraftsmithError(f"--size must be >= 0 (0 = the target's whole vocabulary), got {args.size}")
+    if args.size and not args.answers:
+        raise DraftsmithError("--answers is required to choose which tokens to add (or --size 0 for all)")
     missing = [a for a in args.answers if not Path(a).is_file()]
     if missing:
         raise DraftsmithError(f"--answers: file not found: {', '.join(missing)}")
     target = common.load_target(args)
     model = load_drafter(src, target, torch.float32)
-    counts = answer_token_counts(args.answers, target)
-    grown = grow_vocab(model, counts, args.size)
+    if args.answers:
+        counts = answer_token_counts(args.answers, target)
+    else:
+        counts = np.zeros(target.runner.vocab_size, dtype=np.int64)
+    grown = grow_vocab(model, counts, args.size or len(counts))
     save_drafter(grown, out, dtype=torch.float16 if args.save_dtype == "float16" else torch.float32)
     if (src / STS_FILE).is_file():  # the confidence head is unchanged
         shutil.copy(src / STS_FILE, out / STS_FILE)
@@ -255,12 +263,19 @@ def add_parsers(sub: argparse._SubParsersAction, train_options: bool, drafter_op
         help="add frequent answer tokens to a trained DFlash/DSpark drafter's draft vocabulary (no training)",
     )
     p.add_argument("--drafter", required=True, help="a trained DFlash/DSpark drafter directory")
-    p.add_argument("--size", type=int, required=True, help="draft vocabulary size after growing")
+    p.add_argument(
+        "--size",
+        type=int,
+        required=True,
+        help="draft vocabulary size after growing; 0 = the target's whole vocabulary (what the z-lab and "
+        "DeepSpec formats carry)",
+    )
     p.add_argument(
         "--answers",
         nargs="+",
-        required=True,
-        help="answers files (.jsonl[.gz] rows with answer_ids or an answer): which tokens to add",
+        default=[],
+        help="answers files (.jsonl[.gz] rows with answer_ids or an answer): which tokens to add "
+        "(not needed with --size 0)",
     )
     p.add_argument("--out", required=True, help="directory for the grown drafter")
     p.add_argument("--save-dtype", default="float16", choices=["float16", "float32"])

@@ -101,9 +101,11 @@ def require(cfg: DFlashConfig, fmt: str, **limits: bool) -> None:
         "no_qk_norm": "has no per-head q/k RMSNorm (every public DFlash/DSpark draft layer is Qwen3-style "
         "and normalises q and k; train with qk_norm to export)",
         "reduced_vocab": "drafts from a reduced draft vocabulary (d2t), and this format has no draft "
-        "vocabulary: use --format speculators",
+        "vocabulary: use --format speculators, or widen it first with `draftsmith grow-vocab --size 0` "
+        "(no training)",
         "anchor_slot": "samples its first draft from the anchor slot (sample_from_anchor); this format "
-        "drafts only from the mask slots",
+        "drafts only from the mask slots (DFlash's default layout; a fine-tune with `train --init-from` "
+        "this drafter relays it)",
         "mask_slots_only": "drafts only from the mask slots (sample_from_anchor false); this format samples "
         "from the anchor slot",
         "markov": "has a DSpark Markov head; this format has none: use --format speculators or deepspec",

@@ -36,7 +36,14 @@ class DFlashOptions:
             "state update from the previous token (0 = off)",
         },
     )
-    draft_vocab: int | None = field(default=8192, metadata={"help": "draft vocabulary (0 = the target's)"})
+    draft_vocab: int | None = field(
+        default=0,
+        metadata={
+            "help": "draft vocabulary: 0 (default) = the target's whole vocabulary, as every export "
+            "format carries; N = the N most frequent answer tokens, cheaper to draft and train on a CPU "
+            "but exported only to speculators and GGUF"
+        },
+    )
     gamma: float = field(default=4.0, metadata={"help": "loss weight decay over slots, exp(-(k-1)/gamma)"})
     init: str = field(
         default="random",
@@ -88,12 +95,13 @@ class DFlashOptions:
             "help": "train only the first N block slots (0 = all; the default CPU mode verifies 3)",
         },
     )
-    mask_slots: bool = field(
-        default=False,
+    mask_slots: bool | None = field(
+        default=None,
         metadata={
-            "help": "DFlash in z-lab's layout: slot 0 holds the anchor and drafts nothing, the mask slots "
-            "draft (block size - 1 drafts); with --draft-vocab 0 it exports to the z-lab format SGLang and "
-            "vLLM's DFlash runner load (default: every slot drafts, the first from the anchor)"
+            "help": "slot layout. DFlash default (z-lab's, which SGLang, vLLM and llama.cpp run): slot 0 "
+            "holds the anchor and drafts nothing, the mask slots draft (block size - 1 drafts). "
+            "--no-mask-slots: every slot drafts, the first from the anchor (DSpark's layout, always "
+            "DSpark's; for DFlash it exports to speculators and GGUF only)"
         },
     )
     survival: bool = field(
@@ -133,6 +141,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
     dspark = method == "dspark"
     if dspark and opts.mask_slots:
         raise DraftsmithError("--mask-slots is DFlash's z-lab layout; DSpark drafts from the anchor slot")
+    mask_slots = not dspark if opts.mask_slots is None else opts.mask_slots
     return DFlashConfig(
         hidden_size=c.hidden_size,
         num_heads=c.num_attention_heads,
@@ -154,7 +163,7 @@ def drafter_config(target, method: str, opts: DFlashOptions, layers: list[int]) 
         anchor_context=opts.anchor_context,
         lookup_input=opts.lookup_input,
         qk_norm=opts.qk_norm,
-        sample_from_anchor=not opts.mask_slots,
+        sample_from_anchor=not mask_slots,
         method=method,
         target_name=target.name,
         target_fingerprint=target_fingerprint(target),

@@ -6,7 +6,8 @@ writes on the bench suites was outside the shipped 8,192 (docs/experiments.md). 
 rows costs no training: the drafter's states already approximate the target's, and the target's
 head rows for the new tokens score them. DSpark's Markov head gets a zero bias row for each new
 token, and each new previous-token row starts as the shared "outside" row it used until now, so
-the grown drafter proposes exactly what the old one did wherever the old tokens win.
+the grown drafter proposes exactly what the old one did wherever the old tokens win. Grown to the
+whole vocabulary it has no draft vocabulary at all, which the z-lab and DeepSpec formats require.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def grow_vocab(model: DFlashModel, counts: np.ndarray, size: int) -> DFlashModel
         raise DraftsmithError("only drafters with draft-vocabulary Markov rows can grow their vocabulary")
     old = model.d2t.tolist()
     new = grown_ids(old, counts, size)
-    grown = DFlashModel(replace(cfg, draft_vocab_size=len(new)))
+    whole = len(new) == len(counts)  # the target's whole vocabulary: no draft vocabulary left
+    grown = DFlashModel(replace(cfg, draft_vocab_size=None if whole else len(new)))
     state = {k: v.float() if v.is_floating_point() else v for k, v in model.state_dict().items()}
     where = {t: i for i, t in enumerate(new)}
     rows = torch.tensor([where[t] for t in old])
