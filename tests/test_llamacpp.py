@@ -160,7 +160,9 @@ def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
         gguf = write(src, method, tmp_path / "d", real_target, verifier_of(real_target))
         prompts = [real_target.encode(p) for p in PROMPTS]
         ours = [our_first_drafts(real_target, method, ids) for ids in prompts]
-    theirs = llamacpp_first_drafts(target_gguf(real_target), gguf, method, prompts, tmp_path / "server.log")
+    theirs = llamacpp_first_drafts(
+        target_gguf(real_target), gguf, method, prompts, tmp_path / "server.log", drafter_dir=src
+    )
     assert all(len(t) == 3 for t in theirs), theirs
     same = sum(a == b for o, t in zip(ours, theirs, strict=True) for a, b in zip(o, t, strict=False))
     assert sum(o == t for o, t in zip(ours, theirs, strict=True)) >= 2, (ours, theirs)

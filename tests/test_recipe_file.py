@@ -47,7 +47,8 @@ def test_bad_recipes_get_one_line_errors(tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
 def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
-    """The recipes the shipped pair rebuilds from: valid flags, and the public formats' recipe."""
+    """The recipes the shipped pair ends with: valid flags, and the default recipe every format of
+    the method carries (the whole vocabulary; DFlash in z-lab's layout)."""
     from draftsmith.cli import build_parser
     from draftsmith.cli.options import options_from_args
     from draftsmith.drafters.registry import recipe_for
@@ -57,3 +58,13 @@ def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
     args = build_parser(train_options=True).parse_args(argv)
     opts = options_from_args(recipe_for(args.method), args)
     assert args.method == method and opts.qk_norm and opts.lookup_input == 0 and not opts.anchor_context
+    assert opts.draft_vocab is None and opts.mask_slots in (None, method == "dflash")
+
+
+@pytest.mark.parametrize("name", ["dflash-anchor", "dspark-8192", "eagle3", "mtp", "medusa"])
+def test_every_other_recipe_in_the_rebuild_parses(name):
+    """The first stages of the pair's rebuild and the other shipped drafters' recipes parse too."""
+    from draftsmith.cli import build_parser
+
+    argv = expand_recipe(["train", "--recipe", str(ROOT / "recipes" / f"smollm2-{name}.toml"), "--out", "x"])
+    assert build_parser(train_options=True).parse_args(argv).method == name.split("-")[0]

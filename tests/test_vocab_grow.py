@@ -31,10 +31,10 @@ def test_grow_vocab_preserves_old_predictions_and_stays_lossless():
     with torch.no_grad():  # a trained-looking Markov head (it starts at zero)
         model.markov_out.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(5))
     counts = np.arange(VOCAB, dtype=np.int64)[::-1].copy()  # low ids most frequent
-    grown = grow_vocab(model, counts, 96)
+    grown = grow_vocab(model, counts, 80)
     old, new = model.d2t.tolist(), grown.d2t.tolist()
-    assert len(new) == 96 and set(old) <= set(new) and new == sorted(new)
-    assert grown.cfg.draft_vocab_size == 96
+    assert len(new) == 80 and set(old) <= set(new) and new == sorted(new)
+    assert grown.cfg.draft_vocab_size == 80
     tm = target.model
     grown.attach_target(tm.get_input_embeddings().weight, tm.get_output_embeddings().weight)
     rows = grown.t2d[model.d2t]
@@ -45,7 +45,7 @@ def test_grow_vocab_preserves_old_predictions_and_stays_lossless():
     assert torch.count_nonzero(grown.markov_bias(prev_new)[:, added]) == 0  # no bias for a new token yet
     outside_old = model.markov_in.weight[64]
     assert torch.equal(grown.markov_in.weight[added[0]], outside_old)  # a new token was "outside"
-    assert torch.equal(grown.markov_in.weight[96], outside_old)
+    assert torch.equal(grown.markov_in.weight[80], outside_old)
     for name, p in model.named_parameters():
         if not name.startswith("markov_"):
             assert torch.equal(p, dict(grown.named_parameters())[name]), name
@@ -54,6 +54,8 @@ def test_grow_vocab_preserves_old_predictions_and_stays_lossless():
     plain = speculative_generate(target.runner, PlainDrafter(), prompt, stop).tokens
     drafter = DSparkDrafter(grown.eval(), VOCAB)
     assert speculative_generate(target.runner, drafter, prompt, stop).tokens == plain
+    whole = grow_vocab(model, counts, VOCAB)  # the whole vocabulary: no draft vocabulary left
+    assert whole.cfg.draft_vocab_size is None and torch.equal(whole.d2t, torch.arange(VOCAB))
 
 
 def test_grow_vocab_refuses_a_full_vocabulary_drafter():

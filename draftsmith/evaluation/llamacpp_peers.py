@@ -43,20 +43,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
-    """Our drafter (a directory, or the method's shipped one) as a GGUF, converted once and cached."""
+def drafter_source(method: str, directory: str | Path | None, target) -> Path:
+    """The drafter directory a peer runs: the one given, else the method's shipped one for this target."""
+    from draftsmith.drafters.checkpoint import shipped_drafter
     from draftsmith.drafters.registry import METHODS
-    from draftsmith.export import gguf, verifier_of
 
     if method not in METHODS:
         raise DraftsmithError(f"unknown method {method!r}")
-    src = Path(directory) if directory else None
-    if src is None:  # the method's shipped drafter, if one ships for this target
-        from draftsmith.drafters.checkpoint import shipped_drafter
-
-        src = shipped_drafter(method, target)
+    src = Path(directory) if directory else shipped_drafter(method, target)
     if src is None:
         raise DraftsmithError(f"{PREFIX}{method} needs a trained {method} drafter: --drafter {method}=DIR")
+    return src
+
+
+def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
+    """Our drafter (a directory, or the method's shipped one) as a GGUF, converted once and cached."""
+    from draftsmith.export import gguf, verifier_of
+
+    src = drafter_source(method, directory, target)
     files = sorted(p for p in Path(src).iterdir() if p.is_file())
     key = hashlib.sha1(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()[:12]
     out = data_dir() / "gguf" / f"{method}-{key}.gguf"
@@ -194,8 +198,8 @@ def peer_args(name: str, target, drafters: dict, draft_max: int = DRAFT_MAX) -> 
     if name == "llamacpp-ngram":
         return ngram_args(draft_max)
     method = name.removeprefix(PREFIX)
-    path = drafter_gguf(method, drafters.get(method), target)
-    kind = spec_type(method, drafters.get(method))
+    src = drafter_source(method, drafters.get(method), target)  # its layout picks the spec type
+    path, kind = drafter_gguf(method, src, target), spec_type(method, src)
     args = ["-md", str(path), "--spec-type", kind, "--spec-draft-n-max", str(draft_max)]
     if method in ("dflash", "dspark"):
         args += ["--spec-draft-p-min", "0"]  # fixed draft length, as our 4-row mode drafts

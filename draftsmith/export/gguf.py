@@ -1,13 +1,13 @@
-"""GGUF for llama.cpp: a drafter's speculators export, converted by llama.cpp's own converter.
+"""GGUF for llama.cpp: a drafter's speculators / z-lab export, converted by llama.cpp's own converter.
 
-llama.cpp (the pinned source, draftsmith.deploy.llamacpp) reads speculators DFlash/DSpark and
-EAGLE-3 checkpoints with `convert_hf_to_gguf.py --target-model-dir`; going through it keeps the
-GGUF layout llama.cpp's, not a copy of it. draftsmith's DFlash samples its first draft from the
-anchor slot, so its speculators export is a DSpark without heads (export/speculators.py), which
-llama.cpp runs on its DSpark path (`dflash.sample_from_anchor`; its DFlash path drafts from slots
-1.. only): both methods run under `--spec-type draft-dspark`, and a DFlash GGUF, having no
-confidence head, needs `--spec-draft-p-min 0`. A DFlash trained in z-lab's layout (`--mask-slots`)
-goes through its z-lab export instead and runs on llama.cpp's DFlash path (`draft-dflash`).
+llama.cpp (the pinned source, draftsmith.deploy.llamacpp) reads speculators, z-lab and DeepSpec
+DFlash/DSpark checkpoints and EAGLE-3 ones with `convert_hf_to_gguf.py --target-model-dir`; going
+through it keeps the GGUF layout llama.cpp's, not a copy of it. A DFlash in z-lab's layout (the
+default: slot 0 carries the anchor) goes through its z-lab export and runs on llama.cpp's DFlash path
+(`--spec-type draft-dflash`). A DFlash that samples its first draft from the anchor slot
+(`--no-mask-slots`) is written as a DSpark without heads (export/speculators.py), which llama.cpp
+runs on its DSpark path (`dflash.sample_from_anchor`) under `--spec-type draft-dspark`, with
+`--spec-draft-p-min 0` since it has no confidence head.
 """
 
 from __future__ import annotations

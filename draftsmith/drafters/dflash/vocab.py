@@ -2,7 +2,7 @@
 
 A block drafter reads out through the target's own frozen lm_head rows (`d2t` picks them), so a
 token outside the draft vocabulary can never be drafted: on the default target 4-11% of what it
-writes on the bench suites was outside the shipped 8,192 (docs/experiments.md). Adding
+writes on the bench suites was outside an 8,192-token draft vocabulary (docs/experiments.md). Adding
 rows costs no training: the drafter's states already approximate the target's, and the target's
 head rows for the new tokens score them. DSpark's Markov head gets a zero bias row for each new
 token, and each new previous-token row starts as the shared "outside" row it used until now, so
