@@ -2,13 +2,12 @@
 # Rebuild the drafters shipped for SmolLM2-135M-Instruct (draftsmith/drafters/pretrained/) from
 # committed data. Outputs WORK/METHOD; copy one over draftsmith/drafters/pretrained/smollm2-METHOD
 # to ship it.
-# - dspark, dflash: two stages each. The first continues the drafter of the earlier lineage (git
-#   commit BASE holds it) by recipes/smollm2-dspark-8192.toml / smollm2-dflash-anchor.toml on a fixed
-#   mix of committed answers, scored on the committed dev set. The second brings it to the default
-#   recipe every export format carries: DSpark is widened to the whole vocabulary (grow-vocab --size 0)
-#   and fine-tuned there (recipes/smollm2-dspark.toml), then its confidence head gets its STS scales;
-#   DFlash is relaid into z-lab's layout and the whole vocabulary (recipes/smollm2-dflash.toml).
-#   ~1 h 40 min on 2 cores for the pair.
+# - dspark, dflash: each continues the drafter of the earlier lineage (git commit BASE holds it) on a
+#   fixed mix of committed answers, scored on the committed dev set, and ends in the default recipe
+#   every export format carries. DSpark: recipes/smollm2-dspark.toml over the lineage's 8,192-token
+#   vocabulary, widened to the whole vocabulary (grow-vocab --size 0), then its confidence head's STS
+#   scales. DFlash: recipes/smollm2-dflash-anchor.toml in the lineage's layout, then relaid into z-lab's
+#   layout and the whole vocabulary by recipes/smollm2-dflash.toml. ~1 h 10 min on 2 cores for the pair.
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
 #   temperature-0.7 answers (~20 min of caching, then 30-60 min each on 2 cores).
 # Usage: [METHODS="dspark dflash eagle3 mtp medusa"] scripts/rebuild_shipped.sh [WORK]
@@ -35,15 +34,11 @@ for m in $METHODS; do
         [ -s "$BASE_DIR/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$BASE_DIR/$f"
       done
       DATA="--cache $W/cache --held-out-cache $W/dev-cache"
-      FIRST=$([ "$m" = dspark ] && echo dspark-8192 || echo dflash-anchor)  # the lineage's layout
-      # shellcheck disable=SC2086
-      [ -f "$W/$FIRST/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$FIRST.toml" \
-        --init-from "$BASE_DIR" $DATA --out "$W/$FIRST" > "$W/$FIRST.train.log" 2>&1
-      BASE_DIR=$W/$FIRST
-      if [ "$m" = dspark ]; then  # the whole vocabulary, no training; the fine-tune below adapts it
-        [ -f "$W/dspark-whole/model.safetensors" ] || $DS grow-vocab --drafter "$BASE_DIR" --size 0 \
-          --out "$W/dspark-whole" > /dev/null
-        BASE_DIR=$W/dspark-whole
+      if [ "$m" = dflash ]; then  # first stage: the lineage's anchor layout, relaid below
+        # shellcheck disable=SC2086
+        [ -f "$W/dflash-anchor/model.safetensors" ] || $DS train --recipe recipes/smollm2-dflash-anchor.toml \
+          --init-from "$BASE_DIR" $DATA --out "$W/dflash-anchor" > "$W/dflash-anchor.train.log" 2>&1
+        BASE_DIR=$W/dflash-anchor
       fi
       FROM="--init-from $BASE_DIR $DATA" ;;
     eagle3|mtp|medusa)
@@ -52,11 +47,14 @@ for m in $METHODS; do
       FROM="--cache $W/cache-t07 --held-out-cache $W/dev-cache-bf16" ;;
     *) echo "no recipe for $m (choose from: dspark dflash eagle3 mtp medusa)" >&2; exit 1 ;;
   esac
+  OUT=$W/$m; [ "$m" = dspark ] && OUT=$W/dspark-8192  # widened to the whole vocabulary below
   # shellcheck disable=SC2086
-  [ -f "$W/$m/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$W/$m" \
+  [ -f "$OUT/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$OUT" \
     > "$W/$m.train.log" 2>&1
-  if [ "$m" = dspark ] && [ ! -s "$W/dspark/sts.json" ]; then
-    $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 > "$W/dspark.sts.txt" 2>&1
+  if [ "$m" = dspark ]; then
+    [ -f "$W/dspark/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dspark" > /dev/null
+    [ -s "$W/dspark/sts.json" ] || $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 \
+      > "$W/dspark.sts.txt" 2>&1
   fi
   echo "$m: $W/$m"
 done
