@@ -321,8 +321,8 @@ SHIPPED_FORMATS = {"dflash": ("speculators", "zlab"), "dspark": ("speculators", 
 def test_shipped_drafters_export_to_every_format_of_their_method(tmp_path, smollm, method):
     """The shipped pair is in the public layouts (q/k norms, no lookup input, the whole vocabulary;
     DFlash in z-lab's mask-slot layout, DSpark drafting from the anchor): each format of its method
-    takes it and reads it back with the same weights. DeepSpec's DFlash (no Markov head) is refused
-    by name: SGLang's DSpark path, the one that reads that format, requires a Markov head."""
+    takes it and reads it back with the same weights. DeepSpec's format is DSpark's (anchor slot,
+    a Markov head SGLang's DSpark path requires): a DFlash is refused by name."""
     model = load_drafter(PRETRAINED / f"smollm2-{method}", smollm)
     assert model.cfg.qk_norm and not model.cfg.lookup_input and full_vocab(model)
     assert model.cfg.sample_from_anchor == (method == "dspark")
@@ -332,7 +332,7 @@ def test_shipped_drafters_export_to_every_format_of_their_method(tmp_path, smoll
         assert again.cfg.method == method and again.cfg.sample_from_anchor == model.cfg.sample_from_anchor
         torch.testing.assert_close(again.fc.weight, model.fc.weight)
     if method == "dflash":
-        with pytest.raises(DraftsmithError, match="Markov head"):
+        with pytest.raises(DraftsmithError, match="mask slots"):
             export_drafter(model, "deepspec", tmp_path / "deepspec", verifier_of(smollm))
 
 

@@ -269,7 +269,10 @@ def test_a_fine_tune_turns_a_draftsmith_only_drafter_into_an_exportable_one(tmp_
 
     target, cache = tiny_cache(tmp_path, n=6)
     cfg = _tiny_block_config(method, steps=2)
-    old = TrainConfig.from_flat(**{**cfg.flat(), "qk_norm": False, "lookup_input": 4})
+    # lookup guesses feed slots that draft from the anchor: a DFlash then has DSpark's layout, and
+    # the fine-tune below also relays it into the default (z-lab's)
+    anchor = {"mask_slots": False} if method == "dflash" else {}
+    old = TrainConfig.from_flat(**{**cfg.flat(), "qk_norm": False, "lookup_input": 4, **anchor})
     train(target, cache, old, tmp_path / "old", progress=False)
     recipe = cfg.recipe
     trained = recipe.load(target, tmp_path / "old", dtype=torch.float32)
@@ -287,7 +290,9 @@ def test_a_fine_tune_turns_a_draftsmith_only_drafter_into_an_exportable_one(tmp_
     run = TrainConfig.from_flat(**{**cfg.flat(), "init_from": str(tmp_path / "old")})
     train(target, cache, run, tmp_path / "new", progress=False)
     new = recipe.load(target, tmp_path / "new", dtype=torch.float32)
-    assert new.cfg.qk_norm and new.cfg.lookup_input == 0
+    assert (
+        new.cfg.qk_norm and new.cfg.lookup_input == 0 and new.cfg.sample_from_anchor == (method == "dspark")
+    )
     export_drafter(new, "speculators", tmp_path / "exported", verifier_of(target))
     # turning an input on, or norms off, still has to match a trained drafter's own weights
     with pytest.raises(DraftsmithError, match="another drafter.*qk_norm"):
