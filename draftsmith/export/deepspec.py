@@ -28,19 +28,16 @@ def detect(config: dict) -> bool:
 def write(model: DFlashModel, out: str | Path, verifier: common.Verifier) -> Path:
     """Write a DeepSpec Qwen3DSparkModel directory (body, target embedding and lm_head, heads)."""
     cfg = model.cfg
-    common.require(
-        cfg,
-        NAME,
-        **common.common_limits(model),
-        reduced_vocab=not common.full_vocab(model),
-        mask_slots_only=not cfg.sample_from_anchor,
-    )
+    common.require(cfg, NAME, **common.common_limits(model))
     if not cfg.markov_rank:  # SGLang: "DSpark draft requires markov_rank > 0"
         raise DraftsmithError(
             "cannot export this dflash drafter to the deepspec format: it has no Markov head, and "
             "SGLang's DSpark path (the one that reads this format) requires markov_rank > 0; "
             "use --format zlab or speculators"
         )
+    common.require(
+        cfg, NAME, reduced_vocab=not common.full_vocab(model), mask_slots_only=not cfg.sample_from_anchor
+    )
     if model.embed is None or model.head is None:
         raise DraftsmithError(
             "the DeepSpec format ships the target's embedding and lm_head: load with a target"
