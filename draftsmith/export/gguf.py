@@ -37,10 +37,9 @@ def converter_target_dir(target, out: Path) -> Path:
 
 def mask_slots(directory: Path | None) -> bool:
     """Whether the drafter in `directory` drafts only from its mask slots (z-lab's DFlash layout)."""
-    try:
-        config = json.loads((Path(directory) / "config.json").read_text()) if directory else {}
-    except (OSError, ValueError):
-        return False
+    from draftsmith.export.common import read_config
+
+    config = (read_config(Path(directory)) if directory else None) or {}
     # a z-lab export (dflash_config) drafts from its mask slots by definition; ours says so in its config
     return config.get("sample_from_anchor") is False or "dflash_config" in config
 
