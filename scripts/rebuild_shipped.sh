@@ -5,7 +5,8 @@
 # - dspark, dflash: each continues the drafter of the earlier lineage (git commit BASE holds it) on a
 #   fixed mix of committed answers, scored on the committed dev set, and ends in the default recipe
 #   every export format carries. DSpark: recipes/smollm2-dspark.toml over the lineage's 8,192-token
-#   vocabulary, widened to the whole vocabulary (grow-vocab --size 0), then its confidence head's STS
+#   vocabulary (prompt-lookup input kept, dropped in half of the training blocks), widened to the whole
+#   vocabulary with the answers' token counts (grow-vocab --size 0), then its confidence head's STS
 #   scales. DFlash: recipes/smollm2-dflash-anchor.toml in the lineage's layout, then relaid into z-lab's
 #   layout and the whole vocabulary by recipes/smollm2-dflash.toml. ~1 h 10 min on 2 cores for the pair.
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
@@ -52,7 +53,11 @@ for m in $METHODS; do
   [ -f "$OUT/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$OUT" \
     > "$W/$m.train.log" 2>&1
   if [ "$m" = dspark ]; then
-    [ -f "$W/dspark/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dspark" > /dev/null
+    # widened to the whole vocabulary; the token counts of every committed training answer rank it for
+    # the cut decoding makes (FR-Spec)
+    [ -f "$W/dspark/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dspark" \
+      --answers data/smollm2/answers-train-t0.jsonl.gz data/smollm2/answers-train-t07.jsonl.gz \
+      data/smollm2/answers-train-t07-gpu-20261204.jsonl.gz data/smollm2/answers-complete-train-t0.jsonl.gz > /dev/null
     [ -s "$W/dspark/sts.json" ] || $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 \
       > "$W/dspark.sts.txt" 2>&1
   fi

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import tempfile
 from pathlib import Path
 
 import draftsmith.cli.common as common
+from draftsmith.errors import DraftsmithError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -20,11 +23,28 @@ def cmd_export(args: argparse.Namespace) -> int:
         from draftsmith.deploy import llamacpp
 
         llamacpp.require()
+    if (not args.lookup or args.draft_vocab) and method not in ("dflash", "dspark"):
+        raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
+    if args.draft_vocab is not None and args.draft_vocab < 1:
+        raise DraftsmithError(f"--draft-vocab must be >= 1, got {args.draft_vocab}")
+    if Path(args.out).exists() and not Path(args.out).is_dir() and args.format != "gguf":
+        raise DraftsmithError(f"--out {args.out} is a file; give a directory")
     name = args.verifier_name or args.target or DEFAULT_VERIFIER
     target = common.load_target(args)
     gguf_type = getattr(args, "gguf_type", "f16")
-    out = export_directory(args.drafter, args.format, args.out, target, name, gguf_type)
-    report = {"format": args.format, "out": str(out), "verifier": name}
+    report: dict = {"format": args.format}
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(args.drafter)
+        if not args.lookup or args.draft_vocab:  # the drafter as the engine runs it, then its export
+            from draftsmith.export.variant import prepare
+
+            notes = prepare(source, target, args.lookup, args.draft_vocab, Path(tmp) / "drafter")
+            for note in notes:
+                print(f"export: {note}", file=sys.stderr)
+            report["notes"] = notes
+            source = Path(tmp) / "drafter"
+        out = export_directory(source, args.format, args.out, target, name, gguf_type)
+    report |= {"out": str(out), "verifier": name}
     if args.format == "gguf":
         from draftsmith.export import gguf
 
@@ -73,6 +93,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--verifier-name",
         default=None,
         help="verifier name written into the config (default: --target, or the default target's hub id)",
+    )
+    p.add_argument(
+        "--no-lookup",
+        dest="lookup",
+        action="store_false",
+        help="DFlash/DSpark trained with the prompt-lookup input (draftsmith's engine only): export it "
+        "without that input, as `--method dspark --no-lookup` drafts here, and print what that costs "
+        "in held-out accepted length",
+    )
+    p.add_argument(
+        "--draft-vocab",
+        type=int,
+        default=None,
+        help="DFlash/DSpark: cut the head to the N most frequent answer tokens (FR-Spec; counts stored "
+        "with the drafter), for the formats that carry a draft vocabulary (speculators, gguf)",
     )
     common.add_target_args(p)
     p.set_defaults(func=cmd_export)

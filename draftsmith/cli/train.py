@@ -97,6 +97,7 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     from draftsmith.drafters.checkpoint import STS_FILE
     from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
     from draftsmith.drafters.dflash.vocab import answer_token_counts, grow_vocab
+    from draftsmith.training.train import HELD_OUT_FILE
 
     src, out = Path(args.drafter), Path(args.out)
     if out.resolve() == src.resolve():
@@ -118,9 +119,12 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     else:
         counts = np.zeros(target.runner.vocab_size, dtype=np.int64)
     grown = grow_vocab(model, counts, args.size or len(counts))
+    if args.answers or model.token_counts is not None:  # what a cut at decoding ranks by (FR-Spec)
+        grown.token_counts = counts if model.token_counts is None else model.token_counts + counts
     save_drafter(grown, out, dtype=torch.float16 if args.save_dtype == "float16" else torch.float32)
-    if (src / STS_FILE).is_file():  # the confidence head is unchanged
-        shutil.copy(src / STS_FILE, out / STS_FILE)
+    for name in (STS_FILE, HELD_OUT_FILE):  # the confidence head is unchanged; the scores as trained
+        if (src / name).is_file():
+            shutil.copy(src / name, out / name)
     print(json.dumps({"out": str(out), "draft_vocab": [len(model.d2t), len(grown.d2t)]}))
     return 0
 

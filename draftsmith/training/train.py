@@ -173,8 +173,19 @@ def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> s
     model.load_state_dict({k: v.to(own[k].dtype) for k, v in src.items() if k not in dropped}, strict=False)
     if hasattr(model, "start_grown"):  # e.g. added draft layers start as the identity
         model.start_grown(grown)
+    theirs = getattr(loaded, "token_counts", None)  # the answers it saw count for the new one too
+    if (
+        theirs is not None
+        and getattr(model, "token_counts", None) is not None
+        and len(theirs) == len(model.token_counts)
+    ):
+        model.token_counts = model.token_counts + theirs
     recipe.attach(model, target)
     return grown
+
+
+HELD_OUT_FILE = "held_out.json"
+"""The drafter's latest held-out scores, written beside its weights at each evaluation."""
 
 
 def held_out_tau(model: torch.nn.Module, data, cfg: TrainConfig) -> dict[str, float]:
@@ -228,6 +239,8 @@ def train(
     if resume and state_path.is_file():  # a resume loads the run's own weights, not init_from's
         state = torch.load(state_path, map_location=device, weights_only=False)
     grown: set[str] = set(state.get("grown", ())) if state else set()
+    if state is not None and state.get("token_counts") is not None:  # what this run counted at its start
+        model.token_counts = state["token_counts"]
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     if cfg.init_from and state is None:
         grown = warm_start(model, recipe, target, cfg.init_from)
@@ -297,7 +310,10 @@ def train(
             row["skipped"] = True  # the weights did not change at this step
         row["seconds"] = round(time.perf_counter() - t0 + elapsed0, 1)
         if step % cfg.eval_every == 0 or step == cfg.steps:
-            row.update({f"held_out_{k}": v for k, v in recipe.evaluate(model, held, opts).items()})
+            scores = {f"held_out_{k}": v for k, v in recipe.evaluate(model, held, opts).items()}
+            row.update(scores)
+            if rank == 0:  # kept with the drafter: `export --no-lookup` reports what that input is worth
+                (out / HELD_OUT_FILE).write_text(json.dumps({"step": step, "sequences": len(held), **scores}))
         log.append(row)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", tau=f"{metrics.get('tau_est', float('nan')):.2f}")
         bar.update()
@@ -314,6 +330,7 @@ def train(
                     "log": log,
                     "held_out_source": held_source,
                     "grown": sorted(grown),  # the weights at lr x grown_lr: a resume rebuilds that group
+                    "token_counts": getattr(model, "token_counts", None),
                 },
                 tmp,
             )

@@ -11,6 +11,7 @@ from safetensors.torch import save_file
 from draftsmith.drafters.checkpoint import check_target, load_weights
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.model import DFlashModel
+from draftsmith.drafters.dflash.vocab import read_counts, write_counts
 from draftsmith.errors import DraftsmithError
 
 
@@ -26,6 +27,8 @@ def save_drafter(model: DFlashModel, directory: str | Path, dtype: torch.dtype |
         tensors = {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
     save_file(tensors, str(out / "model.safetensors.tmp"), metadata={"format": "pt"})
     os.replace(out / "model.safetensors.tmp", out / "model.safetensors")
+    if getattr(model, "token_counts", None) is not None:  # what ranks a cut draft vocabulary (FR-Spec)
+        write_counts(out, model.token_counts)
     return out
 
 
@@ -56,4 +59,6 @@ def _load_own(path: Path, target) -> DFlashModel:
     """A drafter saved by save_drafter: config.json (format draftsmith-dflash/1) + model.safetensors."""
     cfg = DFlashConfig.load(path)
     check_target(cfg, path, target)
-    return load_weights(DFlashModel(cfg), path)
+    model = load_weights(DFlashModel(cfg), path)
+    model.token_counts = read_counts(path)
+    return model

@@ -18,9 +18,10 @@ import torch
 
 from draftsmith.drafters.checkpoint import read_sts, shipped_drafter, sts_confidence
 from draftsmith.drafters.dflash.checkpoint import load_drafter
-from draftsmith.drafters.dflash.lookup import slot_guesses
+from draftsmith.drafters.dflash.lookup import drop_lookup, slot_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
+from draftsmith.drafters.dflash.vocab import DEFAULT_CUT, cut_vocab
 from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.engine import drafter as base
 from draftsmith.engine.draft_length import LENGTH_RULES
@@ -49,13 +50,53 @@ class DFlashDecodeOptions(TrainedDecodeOptions):
         },
     )
 
+    lookup: bool = field(
+        default=True,
+        metadata={
+            "help": "a drafter trained with the prompt-lookup input reads its guesses (--no-lookup: "
+            "drafts as its export without that input does, in every other engine)"
+        },
+    )
+    draft_vocab: int | None = field(
+        default=None,
+        metadata={
+            "help": "cut the drafter's head to the N tokens its training answers held most often "
+            f"(FR-Spec; counts stored with the drafter), so a whole-vocabulary drafter drafts cheaply; "
+            f"0 = every token it has. Default: {DEFAULT_CUT} where the drafter carries its counts"
+        },
+    )
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.draft_vocab is not None and self.draft_vocab < 0:
+            raise DraftsmithError(f"draft vocabulary must be >= 0 (0 = no cut), got {self.draft_vocab}")
         if not 0 <= self.confidence_threshold <= 1:
             raise DraftsmithError(f"confidence threshold must be in [0, 1], got {self.confidence_threshold}")
         if self.length_rule not in LENGTH_RULES:
             rules = ", ".join(LENGTH_RULES)
             raise DraftsmithError(f"length rule must be one of {rules}: {self.length_rule!r}")
+
+
+def decoding_view(model: DFlashModel, lookup: bool, draft_vocab: int | None) -> DFlashModel:
+    """The drafter as this decode runs it: without its lookup input (`lookup` False) and with its head
+    cut to the most frequent tokens (`draft_vocab`; None = DEFAULT_CUT where it carries counts and
+    drafts more tokens than that). A copy where anything changes; the model itself otherwise."""
+    out = model
+    if not lookup:
+        out = drop_lookup(out)
+    vd = int(out.d2t.shape[0])
+    size = draft_vocab
+    if size is None:
+        size = DEFAULT_CUT if out.token_counts is not None and vd > DEFAULT_CUT else 0
+    if size and size < vd:
+        if out.token_counts is None:
+            raise DraftsmithError(
+                "this drafter carries no token counts to rank its vocabulary by (token_counts.safetensors, "
+                "written by `draftsmith train`): pass --draft-vocab 0, or add them with `draftsmith "
+                "grow-vocab --answers ...`"
+            )
+        out = cut_vocab(out, out.token_counts, size)
+    return out
 
 
 class DFlashDrafter(Drafter):
@@ -147,7 +188,8 @@ class DFlashDrafter(Drafter):
         o = options or DFlashDecodeOptions()
         drafter = o.drafter
         path = drafter or shipped_drafter(cls.name, target)
-        model = for_decoding(cls.load_model(target, path), drafter)  # the shipped one is looked up once
+        model = decoding_view(cls.load_model(target, path), o.lookup, o.draft_vocab)
+        model = for_decoding(model, drafter)  # the shipped one is looked up once
         if model is not drafter:  # loaded here to draft, so nothing will train it
             model.fuse_for_decoding()
         sts = read_sts(path)
@@ -408,4 +450,3 @@ class DFlashDrafter(Drafter):
                 pair.append(out)
             kv.append(tuple(pair))
         return kv
-

@@ -10,6 +10,7 @@ anchor), so what the drafter learns from is exactly what it sees when it drafts.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from draftsmith.drafters.ngram import lookup
 
@@ -44,3 +45,26 @@ def batch_guesses(
             cols = slice(j * block_size, (j + 1) * block_size)
             out_ids[i, cols], out_lens[i, cols] = slot_guesses(seq[: anchor + 1], block_size, max_match)
     return out_ids, out_lens
+
+
+def drop_lookup(model):
+    """A copy of a lookup-input drafter (its dtype, device and attached target) without that input:
+    what every export format carries and every other engine runs. A slot with no guess adds nothing
+    to its input (`DFlashModel.guess_inputs`), so the copy drafts exactly what the drafter does when
+    no suffix matches, and what it learned for that case under `train --lookup-dropout`."""
+    from dataclasses import replace
+
+    from draftsmith.drafters.dflash.model import DFlashModel
+
+    if not model.cfg.lookup_input:
+        return model
+    out = DFlashModel(replace(model.cfg, lookup_input=0))
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith(DFlashModel.DROPPABLE)}
+    out.d2t = torch.empty_like(state["d2t"])
+    out.load_state_dict(state)
+    p = next(model.parameters())
+    out.to(device=p.device, dtype=p.dtype)
+    out.d2t = out.d2t.to(p.device)
+    out.token_counts = model.token_counts
+    out.share_target(model)
+    return out.eval().requires_grad_(False)

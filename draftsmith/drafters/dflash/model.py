@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -202,6 +203,9 @@ class DFlashModel(nn.Module):
         self.embed: torch.Tensor | None = None  # [V, H] frozen target embedding
         self.head: torch.Tensor | None = None  # [Vd, H] frozen target lm_head rows of the draft vocab
         self.t2d: torch.Tensor | None = None  # [V] target id -> draft index (vd = outside)
+        # how often each target token occurred in the training answers (saved beside the weights):
+        # ranks the tokens when decoding cuts the draft vocabulary (vocab.cut_vocab)
+        self.token_counts: np.ndarray | None = None
 
     def attach_target(self, embed: torch.Tensor, lm_head: torch.Tensor) -> None:
         """Borrow the target's frozen embedding and lm_head (never trained, never saved here)."""
@@ -209,6 +213,18 @@ class DFlashModel(nn.Module):
         self.head = lm_head.detach()[self.d2t]
         vd = self.d2t.shape[0]
         t2d = torch.full((embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
+        t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
+        self.t2d = t2d
+
+    def share_target(self, other: DFlashModel, rows: torch.Tensor | None = None) -> None:
+        """Borrow the target weights `other` has attached (its head's `rows` when this drafter drafts
+        a subset of its tokens), for a copy made from it (vocab.cut_vocab, lookup.drop_lookup)."""
+        if other.embed is None:
+            return
+        self.embed = other.embed
+        self.head = other.head if rows is None else other.head[rows.to(other.head.device)]
+        vd = self.d2t.shape[0]
+        t2d = torch.full((self.embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
         t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
         self.t2d = t2d
 

@@ -6,7 +6,7 @@ layout and the losses themselves live in training.py next to the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -78,6 +78,15 @@ class DFlashOptions:
             "(0 = off)",
         },
     )
+    lookup_dropout: float = field(
+        default=0.0,
+        metadata={
+            "group": "draftsmith-only",
+            "help": "with --lookup-input: the share of training blocks drafted without guesses, so one "
+            "drafter drafts well with them (draftsmith's engine) and without them (every export format "
+            "and other engine; `--no-lookup` here); its held-out tau is logged both ways",
+        },
+    )
     ce_weight: float = field(
         default=0.5, metadata={"help": "DSpark: CE weight; L1 to the target gets 1 - this (paper 0.1)"}
     )
@@ -118,6 +127,8 @@ class DFlashOptions:
             raise DraftsmithError(f"markov_state must be >= 0, got {self.markov_state}")
         if self.lookup_input < 0:
             raise DraftsmithError(f"lookup_input must be >= 0, got {self.lookup_input}")
+        if not 0 <= self.lookup_dropout <= 1:
+            raise DraftsmithError(f"lookup_dropout must be in [0, 1], got {self.lookup_dropout}")
         for name in ("anchors", "num_layers"):
             if getattr(self, name) < 1:
                 raise DraftsmithError(f"{name} must be >= 1")
@@ -209,6 +220,20 @@ def collate(
     return batch, feats, final, lse
 
 
+def drop_guesses(batch, block_size: int, share: float, generator: torch.Generator):
+    """The batch with every slot's guess removed in about `share` of its blocks (whole blocks, as a
+    drafter that runs without the lookup sees them); share 1 removes them all."""
+    if batch.guess_lens is None:
+        return batch
+    b, q = batch.guess_lens.shape
+    if share >= 1:  # draws nothing, so a scorer's anchors stay those of its run with guesses
+        keep = torch.zeros(b, q // block_size, dtype=torch.bool)
+    else:
+        keep = torch.rand(b, q // block_size, generator=generator) >= share
+    keep = keep.repeat_interleave(block_size, 1).to(batch.guess_lens.device)
+    return replace(batch, guess_lens=batch.guess_lens * keep, guess_ids=batch.guess_ids * keep)
+
+
 METRIC_OF = {
     "tau": "tau_est",
     "tau_k3": "tau_est_k3",
@@ -228,6 +253,7 @@ class DFlashRecipe(Recipe):
         "ce_weight": 0.1,
         "qk_norm": False,
         "lookup_input": 0,
+        "lookup_dropout": 0.0,
         "loss_slots": 0,
         "survival": False,
         "mask_slots": False,
@@ -244,8 +270,9 @@ class DFlashRecipe(Recipe):
             model.init_from_target(target.model)
         elif opts.init == "head":
             model.init_head_side(target.model)
+        model.token_counts = data.token_counts(cfg.target_vocab_size)  # saved with it (FR-Spec cuts)
         if cfg.draft_vocab_size and cfg.draft_vocab_size < cfg.target_vocab_size:
-            counts = torch.from_numpy(data.token_counts(cfg.target_vocab_size))
+            counts = torch.from_numpy(model.token_counts)
             model.d2t = counts.topk(cfg.draft_vocab_size).indices.sort().values
         model.to(target.device)
         self.attach(model, target)
@@ -257,12 +284,20 @@ class DFlashRecipe(Recipe):
         model.attach_target(emb, target.model.get_output_embeddings().weight.float())
 
     def batch(self, seqs: list, opts: DFlashOptions, model: DFlashModel, generator: torch.Generator):
+        """A training batch: with --lookup-dropout, that share of blocks loses its guesses."""
+        return self._batch(seqs, opts, model, generator, opts.lookup_dropout)
+
+    def _batch(
+        self, seqs: list, opts: DFlashOptions, model: DFlashModel, generator: torch.Generator, drop: float
+    ):
         mask_id = model.cfg.mask_token_id
         lookup = model.cfg.lookup_input  # the model's own, so a loaded drafter is scored as it decodes
         first = first_slot(model.cfg)
         batch, feats, final, lse = collate(
             seqs, opts.anchors, opts.block_size, mask_id, generator, lookup, first
         )
+        if lookup and drop > 0:
+            batch = drop_guesses(batch, model.cfg.block_size, drop, generator)
         device = model.fc.weight.device
         return batch.to(device), feats.to(device), final.to(device), lse.to(device)
 
@@ -288,14 +323,18 @@ class DFlashRecipe(Recipe):
         answers), each if every block slot were verified and ("_k3") with drafts capped at 3."""
         if not len(seqs):
             return {k: float("nan") for k in METRIC_OF}
-        g = torch.Generator().manual_seed(12345)
-        sums = dict.fromkeys(METRIC_OF, 0.0)
-        for s in seqs:
-            batch = self.batch([s], opts, model, g)
-            _, m = block_loss(model, batch[0], batch[1], batch[2], target_lse=batch[3])
-            for k in METRIC_OF:
-                sums[k] += m.get(METRIC_OF[k], float("nan"))
-        return {k: v / len(seqs) for k, v in sums.items()}
+        ways = {"": 0.0, "_no_lookup": 1.0} if model.cfg.lookup_input else {"": 0.0}
+        out = {}
+        for suffix, drop in ways.items():  # a lookup drafter is scored with and without its guesses
+            g = torch.Generator().manual_seed(12345)
+            sums = dict.fromkeys(METRIC_OF, 0.0)
+            for s in seqs:
+                batch = self._batch([s], opts, model, g, drop)
+                _, m = block_loss(model, batch[0], batch[1], batch[2], target_lse=batch[3])
+                for k in METRIC_OF:
+                    sums[k] += m.get(METRIC_OF[k], float("nan"))
+            out.update({k + suffix: v / len(seqs) for k, v in sums.items()})
+        return out
 
     WALK_CHUNK = 128
     """Anchors laid out per pass when every position is one (bounds the attention mask's memory)."""
@@ -305,6 +344,15 @@ class DFlashRecipe(Recipe):
         """Teacher-forced accepted length as greedy decoding collects it: every answer position is an
         anchor, then decoding's walk over their runs (training/anchors.walk), pooled over sequences.
         The uniform "tau_greedy" weighs every position alike; this is what a bench would measure."""
+        cfg = model.cfg
+        ways = {"": 0.0, "_no_lookup": 1.0} if cfg.lookup_input else {"": 0.0}
+        out = {}
+        for suffix, drop in ways.items():  # a lookup drafter walks with and without its guesses
+            found = self._walk(model, seqs, drop)
+            out.update({k + suffix: v for k, v in found.items()})
+        return out
+
+    def _walk(self, model: DFlashModel, seqs: list, drop: float) -> dict[str, float]:
         if not len(seqs):
             return {"tau_walk": float("nan"), "tau_walk_k3": float("nan")}
         device, cfg = model.fc.weight.device, model.cfg
@@ -324,6 +372,8 @@ class DFlashRecipe(Recipe):
                     cfg.lookup_input,
                     first_slot(cfg),
                 )
+                if drop:
+                    batch = drop_guesses(batch, cfg.block_size, drop, None)
                 found = anchor_runs(model, batch.to(device), s.features[None].float().to(device))[0]
                 runs.update((a, r) for a, r in zip(chunk.tolist(), found.tolist(), strict=True) if r >= 0)
             for cap, total in totals.items():
