@@ -16,6 +16,8 @@ set -eu
 cd "$(git rev-parse --show-toplevel)"
 W=${1:-/tmp/draftsmith-rebuild}; BASE=${BASE:-266a02c}; mkdir -p "$W"
 METHODS=${METHODS:-dspark dflash eagle3 mtp medusa}
+COUNTED="data/smollm2/answers-train-t0.jsonl.gz data/smollm2/answers-train-t07.jsonl.gz
+  data/smollm2/answers-train-t07-gpu-20261204.jsonl.gz data/smollm2/answers-complete-train-t0.jsonl.gz"
 DS=.venv/bin/draftsmith
 cache() {  # cache ANSWERS OUT DTYPE
   [ -f "$2/manifest.json" ] || $DS data cache --answers "$1" --out "$2" --max-len 1024 --dtype "$3" \
@@ -48,18 +50,20 @@ for m in $METHODS; do
       FROM="--cache $W/cache-t07 --held-out-cache $W/dev-cache-bf16" ;;
     *) echo "no recipe for $m (choose from: dspark dflash eagle3 mtp medusa)" >&2; exit 1 ;;
   esac
-  OUT=$W/$m; [ "$m" = dspark ] && OUT=$W/dspark-8192  # widened to the whole vocabulary below
+  OUT=$W/$m; [ "$m" = dspark ] || [ "$m" = dflash ] && OUT=$W/$m-trained  # + counts (and widened) below
   # shellcheck disable=SC2086
   [ -f "$OUT/model.safetensors" ] || $DS train --recipe "recipes/smollm2-$m.toml" $FROM --out "$OUT" \
     > "$W/$m.train.log" 2>&1
   if [ "$m" = dspark ]; then
-    # widened to the whole vocabulary; the token counts of every committed training answer rank it for
-    # the cut decoding makes (FR-Spec)
+    # widened to the whole vocabulary, with the token counts of every committed training answer
     [ -f "$W/dspark/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dspark" \
-      --answers data/smollm2/answers-train-t0.jsonl.gz data/smollm2/answers-train-t07.jsonl.gz \
-      data/smollm2/answers-train-t07-gpu-20261204.jsonl.gz data/smollm2/answers-complete-train-t0.jsonl.gz > /dev/null
+      --answers $COUNTED > /dev/null
     [ -s "$W/dspark/sts.json" ] || $DS sts --drafter "$W/dspark" --limit 64 --max-new-tokens 96 \
       > "$W/dspark.sts.txt" 2>&1
+  fi
+  if [ "$m" = dflash ]; then  # the token counts of every committed training answer (FR-Spec ranks by them)
+    [ -f "$W/dflash/model.safetensors" ] || $DS grow-vocab --drafter "$OUT" --size 0 --out "$W/dflash" \
+      --answers $COUNTED > /dev/null
   fi
   echo "$m: $W/$m"
 done

@@ -21,6 +21,7 @@ from draftsmith.drafters.checkpoint import PRETRAINED, target_fingerprint
 from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
 from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
+from draftsmith.drafters.dflash.lookup import drop_lookup
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dspark.drafter import DSparkDrafter
 from draftsmith.drafters.options import TrainedDecodeOptions
@@ -319,11 +320,12 @@ SHIPPED_FORMATS = {"dflash": ("speculators", "zlab"), "dspark": ("speculators", 
 
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
 def test_shipped_drafters_export_to_every_format_of_their_method(tmp_path, smollm, method):
-    """The shipped pair is in the public layouts (q/k norms, no lookup input, the whole vocabulary;
-    DFlash in z-lab's mask-slot layout, DSpark drafting from the anchor): each format of its method
-    takes it and reads it back with the same weights. DeepSpec's format is DSpark's (anchor slot,
-    a Markov head SGLang's DSpark path requires): a DFlash is refused by name."""
-    model = load_drafter(PRETRAINED / f"smollm2-{method}", smollm)
+    """The shipped pair is in the public layouts (q/k norms, the whole vocabulary; DFlash in z-lab's
+    mask-slot layout, DSpark drafting from the anchor), the DSpark once its prompt-lookup input is
+    left out (`export --no-lookup`): each format of its method takes it and reads it back with the
+    same weights. DeepSpec's format is DSpark's (anchor slot, a Markov head SGLang's DSpark path
+    requires): a DFlash is refused by name."""
+    model = drop_lookup(load_drafter(PRETRAINED / f"smollm2-{method}", smollm))
     assert model.cfg.qk_norm and not model.cfg.lookup_input and full_vocab(model)
     assert model.cfg.sample_from_anchor == (method == "dspark")
     for fmt in SHIPPED_FORMATS[method]:

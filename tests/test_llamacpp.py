@@ -73,7 +73,9 @@ def real_target():
     return load_target(None)
 
 
-def our_first_drafts(target, method: str, ids: list[int], k: int = 3, probs: list | None = None) -> list[int]:
+def our_first_drafts(
+    target, method: str, ids: list[int], k: int = 3, probs: list | None = None, options=None
+) -> list[int]:
     """Our drafter's block once the first answer token is known: llama-server samples that token from
     the prompt pass and drafts from there (our engine already drafts from the prompt's last token).
     `probs` (a list) receives our drafter's probability of each drafted token."""
@@ -88,7 +90,7 @@ def our_first_drafts(target, method: str, ids: list[int], k: int = 3, probs: lis
             rounds.setdefault(len(tokens), (d.tokens.tolist(), list(getattr(self, "token_probs", []))))
             return d
 
-    drafter = Recording.build(target)
+    drafter = Recording.build(target, options)  # options: as llama.cpp runs it (no lookup input)
     speculative_generate(target.runner, drafter, ids, target.stop_rule(8), k=k, adaptive=False)
     tokens, p = rounds[len(ids) + 1]
     if probs is not None:
@@ -151,21 +153,29 @@ def peer_ready(port: int, proc, timeout: float = 120.0) -> None:
 def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
     tmp_path, real_target, method
 ):
-    """`export --format gguf` of the shipped drafter: llama-server loads it and its first drafts are
-    ours. llama.cpp's Q4 kernels give the drafter slightly different target states than our
-    dequantised weights, so a flat draft distribution may pick otherwise: 6 of the 9 tokens must
-    agree, and every token that differs must be one our drafter was unsure of (p < 0.5)."""
+    """`export --format gguf` of the shipped drafter (`--no-lookup` where it reads lookup guesses):
+    llama-server loads it and its first drafts are ours with `--no-lookup`. llama.cpp's Q4 kernels
+    give the drafter slightly different target states than our dequantised weights, so a flat draft
+    distribution may pick otherwise: 6 of the 9 tokens must agree, and every token that differs must
+    be one our drafter was unsure of (p < 0.5)."""
     from draftsmith.drafters.checkpoint import shipped_drafter
-    from draftsmith.export import verifier_of
-    from draftsmith.export.gguf import target_gguf, write
+    from draftsmith.drafters.registry import METHODS
+    from draftsmith.evaluation.llamacpp_peers import engine_variant
+    from draftsmith.export.gguf import target_gguf
+    from draftsmith.export.methods import export_directory
 
     with torch.no_grad():
         src = shipped_drafter(method, real_target)
-        gguf = write(src, method, tmp_path / "d", real_target, verifier_of(real_target))
+        lookup, cut = engine_variant(method, src)  # `export --no-lookup` where it reads lookup guesses
+        same = METHODS[method].options(lookup=lookup, draft_vocab=cut or 0)  # what that drafts here
+        gguf, _ = export_directory(
+            src, "gguf", tmp_path / "d", real_target, None, lookup=lookup, draft_vocab=cut
+        )
         prompts = [real_target.encode(p) for p in PROMPTS]
         sure: list[list[float]] = [[] for _ in prompts]
         ours = [
-            our_first_drafts(real_target, method, ids, probs=p) for ids, p in zip(prompts, sure, strict=True)
+            our_first_drafts(real_target, method, ids, probs=p, options=same)
+            for ids, p in zip(prompts, sure, strict=True)
         ]
     theirs = llamacpp_first_drafts(
         target_gguf(real_target), gguf, method, prompts, tmp_path / "server.log", drafter_dir=src

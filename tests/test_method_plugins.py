@@ -69,7 +69,7 @@ def test_a_method_added_by_one_registry_entry_decodes_lists_and_exports(register
     assert method_of(tmp_path / "d") == "repeat"
     with pytest.raises(DraftsmithError, match="does not fit a repeat drafter; its formats: repeat-json"):
         check_format("repeat", "speculators")
-    out = export_directory(tmp_path / "d", "repeat-json", tmp_path / "o", target, "org/target")
+    out, _ = export_directory(tmp_path / "d", "repeat-json", tmp_path / "o", target, "org/target")
     assert json.loads((out / "repeat.json").read_text())["verifier"] == "org/target"
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import draftsmith.cli.common as common
@@ -27,23 +26,22 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
     if args.draft_vocab is not None and args.draft_vocab < 1:
         raise DraftsmithError(f"--draft-vocab must be >= 1, got {args.draft_vocab}")
-    if Path(args.out).exists() and not Path(args.out).is_dir() and args.format != "gguf":
+    out_path = Path(args.out)
+    if (
+        out_path.exists()
+        and not out_path.is_dir()
+        and not (args.format == "gguf" and out_path.suffix == ".gguf")
+    ):
         raise DraftsmithError(f"--out {args.out} is a file; give a directory")
     name = args.verifier_name or args.target or DEFAULT_VERIFIER
     target = common.load_target(args)
     gguf_type = getattr(args, "gguf_type", "f16")
-    report: dict = {"format": args.format}
-    with tempfile.TemporaryDirectory() as tmp:
-        source = Path(args.drafter)
-        if not args.lookup or args.draft_vocab:  # the drafter as the engine runs it, then its export
-            from draftsmith.export.variant import prepare
-
-            notes = prepare(source, target, args.lookup, args.draft_vocab, Path(tmp) / "drafter")
-            for note in notes:
-                print(f"export: {note}", file=sys.stderr)
-            report["notes"] = notes
-            source = Path(tmp) / "drafter"
-        out = export_directory(source, args.format, args.out, target, name, gguf_type)
+    out, notes = export_directory(
+        args.drafter, args.format, args.out, target, name, gguf_type, args.lookup, args.draft_vocab
+    )
+    for note in notes:
+        print(f"export: {note}", file=sys.stderr)
+    report: dict = {"format": args.format, "notes": notes} if notes else {"format": args.format}
     report |= {"out": str(out), "verifier": name}
     if args.format == "gguf":
         from draftsmith.export import gguf

@@ -97,6 +97,7 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
     from draftsmith.drafters.checkpoint import STS_FILE
     from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
     from draftsmith.drafters.dflash.vocab import answer_token_counts, grow_vocab
+    from draftsmith.export.common import full_vocab
     from draftsmith.training.train import HELD_OUT_FILE
 
     src, out = Path(args.drafter), Path(args.out)
@@ -118,7 +119,14 @@ def cmd_grow_vocab(args: argparse.Namespace) -> int:
         counts = answer_token_counts(args.answers, target)
     else:
         counts = np.zeros(target.runner.vocab_size, dtype=np.int64)
-    grown = grow_vocab(model, counts, args.size or len(counts))
+    if not args.size and full_vocab(model):  # nothing to widen: only the answers' counts to add
+        if not args.answers:
+            raise DraftsmithError(
+                "this drafter already drafts over the whole vocabulary; --answers adds token counts"
+            )
+        grown = model.float()
+    else:
+        grown = grow_vocab(model, counts, args.size or len(counts))
     if args.answers or model.token_counts is not None:  # what a cut at decoding ranks by (FR-Spec)
         grown.token_counts = counts if model.token_counts is None else model.token_counts + counts
     save_drafter(grown, out, dtype=torch.float16 if args.save_dtype == "float16" else torch.float32)
@@ -279,7 +287,8 @@ def add_parsers(sub: argparse._SubParsersAction, train_options: bool, drafter_op
         nargs="+",
         default=[],
         help="answers files (.jsonl[.gz] rows with answer_ids or an answer): which tokens to add "
-        "(not needed with --size 0)",
+        "(not needed with --size 0); their token counts are stored with the drafter too, where decoding "
+        "ranks tokens for a cut head (FR-Spec; a whole-vocabulary drafter with --size 0 only gains those)",
     )
     p.add_argument("--out", required=True, help="directory for the grown drafter")
     p.add_argument("--save-dtype", default="float16", choices=["float16", "float32"])

@@ -56,18 +56,40 @@ def drafter_source(method: str, directory: str | Path | None, target) -> Path:
     return src
 
 
+def engine_variant(method: str, src: Path) -> tuple[bool, int | None]:
+    """(lookup, draft vocabulary) of the drafter llama.cpp runs: a DFlash/DSpark without its
+    prompt-lookup input (no engine but ours computes it), cut to the vocabulary our engine drafts by
+    default (FR-Spec) where it carries token counts and its GGUF path takes a draft vocabulary (not
+    z-lab's DFlash), so both engines run the same drafter."""
+    from draftsmith.drafters.dflash.vocab import COUNTS_FILE, DEFAULT_CUT
+    from draftsmith.export.common import read_config
+
+    if method not in ("dflash", "dspark"):
+        return True, None
+    from draftsmith.export.gguf import spec_type
+
+    config = read_config(src) or {}
+    vocab = config.get("draft_vocab_size") or config.get("target_vocab_size") or 0
+    cut = DEFAULT_CUT if (src / COUNTS_FILE).is_file() and vocab > DEFAULT_CUT else None
+    if spec_type(method, src) == "draft-dflash":  # through z-lab's format, which has no draft vocabulary
+        cut = None
+    return not config.get("lookup_input"), cut
+
+
 def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
     """Our drafter (a directory, or the method's shipped one) as a GGUF, converted once and cached."""
-    from draftsmith.export import gguf, verifier_of
+    from draftsmith.export.methods import export_directory
 
-    src = drafter_source(method, directory, target)
-    files = sorted(p for p in Path(src).iterdir() if p.is_file())
-    key = hashlib.sha1(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()[:12]
+    src = Path(drafter_source(method, directory, target))
+    lookup, cut = engine_variant(method, src)
+    files = sorted(p for p in src.iterdir() if p.is_file())
+    blob = b"".join(p.name.encode() + p.read_bytes() for p in files) + f"{lookup}{cut}".encode()
+    key = hashlib.sha1(blob).hexdigest()[:12]
     out = data_dir() / "gguf" / f"{method}-{key}.gguf"
     if not out.is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".tmp.gguf")
-        gguf.write(Path(src), method, tmp, target, verifier_of(target))
+        export_directory(src, "gguf", tmp, target, None, lookup=lookup, draft_vocab=cut)
         tmp.replace(out)
     return out
 

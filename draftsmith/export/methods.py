@@ -6,6 +6,7 @@ a new method needs nothing here.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from draftsmith.drafters.registry import METHODS
@@ -41,17 +42,35 @@ def check_format(method: str, fmt: str) -> None:
 
 
 def export_directory(
-    directory: str | Path, fmt: str, out: str | Path, target, verifier_name: str, gguf_type: str = "f16"
-) -> Path:
+    directory: str | Path,
+    fmt: str,
+    out: str | Path,
+    target,
+    verifier_name: str | None,
+    gguf_type: str = "f16",
+    lookup: bool = True,
+    draft_vocab: int | None = None,
+) -> tuple[Path, list[str]]:
     """Load the drafter in `directory` for `target` and write it in format `fmt` (refusals by name).
-    "gguf" goes through the method's speculators export and llama.cpp's own converter."""
+    "gguf" goes through the method's speculators export and llama.cpp's own converter. A DFlash /
+    DSpark may first drop its lookup input (`lookup` False) or cut its head to the `draft_vocab` most
+    frequent tokens (export/variant.py); returns the output and what that cost, as measured."""
     from draftsmith.export.common import verifier_of
 
     method = method_of(directory)
     check_format(method, fmt)
+    if (not lookup or draft_vocab) and method not in ("dflash", "dspark"):
+        raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
     verifier = verifier_of(target, verifier_name)
-    if fmt == "gguf":
-        from draftsmith.export import gguf
+    with tempfile.TemporaryDirectory() as tmp:
+        source, notes = Path(directory), []
+        if not lookup or draft_vocab:  # the drafter as that engine runs it, then its export
+            from draftsmith.export.variant import prepare
 
-        return gguf.write(Path(directory), method, Path(out), target, verifier, gguf_type)
-    return METHODS[method].export(Path(directory), fmt, Path(out), target, verifier)
+            notes = prepare(source, target, lookup, draft_vocab, Path(tmp) / "drafter")
+            source = Path(tmp) / "drafter"
+        if fmt == "gguf":
+            from draftsmith.export import gguf
+
+            return gguf.write(source, method, Path(out), target, verifier, gguf_type), notes
+        return METHODS[method].export(source, fmt, Path(out), target, verifier), notes

@@ -62,7 +62,8 @@ class DFlashDecodeOptions(TrainedDecodeOptions):
         metadata={
             "help": "cut the drafter's head to the N tokens its training answers held most often "
             f"(FR-Spec; counts stored with the drafter), so a whole-vocabulary drafter drafts cheaply; "
-            f"0 = every token it has. Default: {DEFAULT_CUT} where the drafter carries its counts"
+            f"0 = every token it has. Default: {DEFAULT_CUT} where the drafter carries its counts",
+            "per_method": True,
         },
     )
 
