@@ -231,3 +231,25 @@ def test_the_walk_metric_counts_the_rounds_decoding_takes(smollm, method):
         walk_rounds = (len(answer) - 1) / taus["tau_walk_k3"]
         assert abs(walk_rounds - (real.stats.rounds - 1)) <= 1 + 1e-6, text
         assert taus["tau_walk"] >= taus["tau_walk_k3"]
+
+
+def test_the_converted_target_directory_is_the_standard_layout(smollm):
+    """What draftsmith writes when it converts the GGUF is transformers' own layout (`architectures`,
+    the tied head stored as the embedding, as vLLM and llama.cpp's converter read it): reloaded by
+    transformers alone it gives the same logits as the target draftsmith decodes with."""
+    import json
+
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    from draftsmith.models.loading import _gguf_cache_dir, default_target_file
+
+    cache = _gguf_cache_dir(default_target_file())
+    config = json.loads((cache / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForCausalLM"] and config["tie_word_embeddings"]
+    with safe_open(str(cache / "model.safetensors"), "pt") as f:
+        assert "model.embed_tokens.weight" in set(f.keys())
+    again = AutoModelForCausalLM.from_pretrained(cache, dtype=torch.float32).eval()
+    ids = torch.tensor([smollm.encode(PROMPTS[0])])
+    with torch.no_grad():
+        torch.testing.assert_close(again(ids).logits, smollm.model(ids).logits)

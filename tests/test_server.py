@@ -500,6 +500,27 @@ def test_api_key_guards_the_api_for_the_openai_client():
             assert c.get("/metrics").status_code == 401 and c.get("/health").status_code == 200
 
 
+def test_loadtest_sends_the_key_a_guarded_server_asks_for(tmp_path, capsys):
+    """`serve --api-key KEY` then `loadtest --api-key KEY` works; without the key loadtest says the
+    server wants one (not that no server answers); compared curves of one model get distinct names."""
+    from draftsmith.cli import main
+    from draftsmith.serving.loadtest import curve_labels
+
+    suite = tmp_path / "tiny.jsonl"
+    suite.write_text(json.dumps({"prompt": PROMPTS[0], "chat": False}))
+    app = build_app(tiny_target(), ["plain"], max_batch=1, api_key="s3cret")
+    with BackgroundServer(app) as url:
+        argv = ["loadtest", "--url", url, "--concurrency", "1", "--suite", str(suite), "--requests", "1"]
+        argv += ["--max-tokens", "4", "--time-limit", "60", "--out", str(tmp_path / "a.json")]
+        assert main(argv) == 2 and "asks for an API key: pass --api-key" in capsys.readouterr().err
+        assert main([*argv, "--api-key", "s3cret"]) == 0
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert report["levels"][0]["ok"] == 1 and "plain" in report["server_tau"]
+    other = {**report, "source": "b.json"}
+    assert curve_labels([report, other]) == [f"{MODEL} (this run)", f"{MODEL} (b.json)"]
+    assert curve_labels([report, {**other, "label": "k=3"}]) == [MODEL, "k=3"]
+
+
 def test_serving_beyond_loopback_without_a_key_warns(capsys, monkeypatch):
     from unittest.mock import patch
 

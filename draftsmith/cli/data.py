@@ -125,66 +125,79 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """The `data` command: one parser, its action picks what it builds."""
+    """The `data` command and its subcommands, each with its own options and help (as git's are)."""
     p = sub.add_parser("data", help="build training data: prompts, target-written answers, target cache")
-    p.add_argument("action", choices=["prompts", "dev", "regenerate", "human", "cache", "throughput"])
-    p.add_argument(
-        "--suite",
-        default="humaneval,mtbench,gsm,alpaca",
-        help="dev: suites whose next items become bench-shaped dev prompts (one OUT/SUITE.jsonl each)",
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    q = actions.add_parser("prompts", help="an offline prompt mix, deduplicated, split train/held-out")
+    q.add_argument("--out", required=True, help="output directory (train.jsonl, held_out.jsonl, manifest)")
+    q.add_argument("--n", type=int, default=2000, help="how many prompts")
+    q.add_argument("--user-jsonl", default=None, help="your own prompts to include")
+    q.add_argument(
+        "--mix", default=None, help="category weights, e.g. code=0.4,chat=0.3,math=0.25,instruction=0.05"
     )
-    p.add_argument(
-        "--skip", type=int, default=10, help="dev: items the bench decodes, left out (bench --limit)"
-    )
-    p.add_argument("--code-share", type=float, default=0.5, help="human: fraction of code pairs (rest: chat)")
-    p.add_argument(
-        "--exclude", default=None, help="human: a prompts JSONL whose prompts are left out (held out)"
-    )
-    p.add_argument("--batches", default="16,32,64,128,256", help="throughput: batch sizes to time")
-    p.add_argument("--dtypes", default="float32,bfloat16", help="throughput: dtypes to time")
-    p.add_argument("--context", type=int, default=384, help="throughput: typical context length of a slot")
-    p.add_argument("--steps", type=int, default=8, help="throughput: timed decode steps per point")
-    p.add_argument(
-        "--out", required=True, help="output directory (prompts, cache) or JSONL file (regenerate)"
-    )
-    p.add_argument("--n", type=int, default=2000, help="prompts: how many; dev: prompts per suite")
-    p.add_argument("--user-jsonl", default=None, help="prompts: your own prompts to include")
-    p.add_argument(
-        "--mix",
-        default=None,
-        help="prompts: category weights, e.g. code=0.4,chat=0.3,math=0.25,instruction=0.05",
-    )
-    p.add_argument(
+    q.add_argument(
         "--code-templates",
         default=None,
-        help="prompts: code request shapes, default implement,explain,review,tests; 'complete' adds "
-        "function completion (humaneval's shape, built from CodeI/O tasks)",
+        help="code request shapes, default implement,explain,review,tests; 'complete' adds function "
+        "completion (humaneval's shape, built from CodeI/O tasks)",
     )
-    p.add_argument("--prompts", default=None, help="regenerate: prompts JSONL (e.g. DIR/train.jsonl)")
-    p.add_argument("--engine", choices=["local", "openai"], default="local")
-    p.add_argument(
-        "--max-prompt-tokens", type=int, default=None, help="regenerate local: skip longer prompts"
+    q.add_argument("--seed", type=int, default=None)
+
+    q = actions.add_parser("dev", help="bench-shaped dev prompts: the suites' next items after the bench's")
+    q.add_argument("--out", required=True, help="output directory (one OUT/SUITE.jsonl per suite)")
+    q.add_argument("--n", type=int, default=30, help="prompts per suite")
+    q.add_argument("--suite", default="humaneval,mtbench,gsm,alpaca", help="suites to draw from")
+    q.add_argument("--skip", type=int, default=10, help="items the bench decodes, left out (bench --limit)")
+
+    q = actions.add_parser("human", help="human-written prompt/answer pairs from the offline sources")
+    q.add_argument("--out", required=True, help="output JSONL file")
+    q.add_argument("--n", type=int, default=2000, help="how many pairs")
+    q.add_argument("--code-share", type=float, default=0.5, help="fraction of code pairs (rest: chat)")
+    q.add_argument("--exclude", default=None, help="a prompts JSONL whose prompts are left out (held out)")
+    q.add_argument("--seed", type=int, default=None)
+
+    q = actions.add_parser("regenerate", help="answers written by the target itself (resumable)")
+    q.add_argument("--prompts", required=True, help="prompts JSONL (e.g. DIR/train.jsonl)")
+    q.add_argument("--out", required=True, help="output answers JSONL (rerun to resume)")
+    q.add_argument("--limit", type=int, default=None, help="at most this many prompts")
+    q.add_argument(
+        "--engine",
+        choices=["local", "openai"],
+        default="local",
+        help="local: the target here; openai: a server you run (vLLM, SGLang, llama-server)",
     )
-    p.add_argument("--base-url", default=None, help="regenerate --engine openai: e.g. http://host:8000/v1")
-    p.add_argument("--model", default=None, help="regenerate --engine openai: served model name")
-    p.add_argument("--api-key", default="EMPTY")
-    p.add_argument("--concurrency", type=int, default=8)
-    p.add_argument(
-        "--batch", type=int, default=32, help="regenerate local: sequences in flight (1 = speculative engine)"
+    q.add_argument(
+        "--batch", type=int, default=32, help="local: sequences in flight (1 = speculative engine)"
     )
-    p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--answers", default=None, help="cache: the regenerated answers JSONL")
-    p.add_argument(
+    q.add_argument("--max-prompt-tokens", type=int, default=None, help="local: skip longer prompts")
+    q.add_argument("--base-url", default=None, help="openai: e.g. http://host:8000/v1")
+    q.add_argument("--model", default=None, help="openai: served model name")
+    q.add_argument("--api-key", default="EMPTY", help="openai: the server's key")
+    q.add_argument("--concurrency", type=int, default=8, help="openai: requests in flight")
+    common.add_target_args(q)
+    common.add_sampling_args(q, 256)
+    q.set_defaults(temperature=0.7, top_p=0.8, top_k=20)
+
+    q = actions.add_parser("cache", help="the target cache: hidden states of its answers, for training")
+    q.add_argument("--answers", required=True, help="the regenerated answers JSONL")
+    q.add_argument("--out", required=True, help="output directory")
+    q.add_argument("--limit", type=int, default=None, help="at most this many answers")
+    q.add_argument("--layers", default="auto", help="target layers, e.g. 1,8,14,20,27 (auto: 5 spaced)")
+    q.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"])
+    q.add_argument("--max-len", type=int, default=1024, help="tokens per sequence (prompt + answer)")
+    q.add_argument(
         "--keep-unlearnable",
         action="store_true",
-        help="cache: keep rows with no answer token inside --max-len (left out by default: a full "
-        "target pass each for nothing to learn; held-out sets of older versions had them)",
+        help="keep rows with no answer token inside --max-len (left out by default: a full target pass "
+        "each for nothing to learn)",
     )
-    p.add_argument(
-        "--layers", default="auto", help="cache: target layers, e.g. 1,8,14,20,27 (auto: 5 spaced)"
-    )
-    p.add_argument("--cache-dtype", default="float16", choices=["float16", "float32"])
-    p.add_argument("--max-len", type=int, default=1024)
-    common.add_target_args(p)
-    common.add_sampling_args(p, 256)
-    p.set_defaults(func=cmd_data, temperature=0.7, top_p=0.8, top_k=20)
+    common.add_target_args(q)
+
+    q = actions.add_parser("throughput", help="time regeneration's batch sizes and dtypes on this machine")
+    q.add_argument("--batches", default="16,32,64,128,256", help="batch sizes to time")
+    q.add_argument("--dtypes", default="float32,bfloat16", help="dtypes to time")
+    q.add_argument("--context", type=int, default=384, help="typical context length of a slot")
+    q.add_argument("--steps", type=int, default=8, help="timed decode steps per point")
+    common.add_target_args(q)
+    p.set_defaults(func=cmd_data)

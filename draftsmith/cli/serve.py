@@ -148,6 +148,11 @@ def add_parsers(sub: argparse._SubParsersAction, drafter_options: bool) -> None:
     p.add_argument("--plot", default=None, help="save a PNG of per-user speed against total throughput")
     p.add_argument("--label", default=None, help="this run's curve name (default: the model id)")
     p.add_argument(
+        "--api-key",
+        default=os.environ.get("DRAFTSMITH_API_KEY"),
+        help="the key the server was started with (`serve --api-key`; default: $DRAFTSMITH_API_KEY)",
+    )
+    p.add_argument(
         "--compare", action="append", default=None, help="another run's --out JSON to plot too (repeatable)"
     )
     p.set_defaults(func=cmd_loadtest)

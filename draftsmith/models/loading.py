@@ -14,7 +14,6 @@ import shutil
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_model
 
 from draftsmith.errors import DraftsmithError
 from draftsmith.paths import data_dir
@@ -104,7 +103,8 @@ def auto_cpu_dtype(config) -> torch.dtype:
 
 def _gguf_cache_dir(gguf: Path) -> Path:
     st = gguf.stat()
-    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
+    # "hf": the standard layout (below); caches written before it lacked the embedding and `architectures`
+    key = hashlib.sha1(f"{gguf.resolve()}:{st.st_size}:{st.st_mtime_ns}:hf".encode()).hexdigest()[:12]
     return data_dir() / "models" / f"{gguf.stem}-{key}"
 
 
@@ -125,9 +125,9 @@ def _load_gguf(gguf: Path, dtype: torch.dtype):
             del model.config.quantization_config
         model.config.name_or_path = str(gguf)
         tmp.mkdir(parents=True)
-        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-        model.config.save_pretrained(tmp)
-        model.generation_config.save_pretrained(tmp)
+        # transformers' own layout (`architectures`, a tied head stored as the embedding), which vLLM,
+        # llama.cpp's converter and transformers all load to the same logits
+        model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
         os.replace(tmp, cache)
     except (OSError, ValueError):

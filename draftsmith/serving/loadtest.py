@@ -156,6 +156,7 @@ async def run_level(
     temperature: float,
     deadline: float,
     timeout: float,
+    headers: dict[str, str] | None = None,
 ) -> LevelResult:
     """`concurrency` users share `n_requests` requests; nothing starts after `deadline`
     (time.monotonic), and requests still running then are cancelled and counted as cut."""
@@ -163,7 +164,9 @@ async def run_level(
     next_index = iter(range(n_requests))
     limits = httpx.Limits(max_connections=concurrency + 2, max_keepalive_connections=concurrency + 2)
 
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits, trust_env=False) as client:
+    async with httpx.AsyncClient(
+        base_url=url, timeout=timeout, limits=limits, trust_env=False, headers=headers
+    ) as client:
 
         async def user() -> None:
             for i in next_index:
@@ -182,20 +185,35 @@ async def run_level(
     return summarize(concurrency, results, len(pending), wall)
 
 
-def server_model(url: str) -> str:
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The header a server started with `serve --api-key KEY` asks every request for."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def server_model(url: str, api_key: str | None = None) -> str:
     """The server's default model (the first /v1/models entry)."""
     try:
-        r = httpx.get(f"{url}/v1/models", timeout=10, trust_env=False)
+        r = httpx.get(f"{url}/v1/models", timeout=10, trust_env=False, headers=auth_headers(api_key))
+    except httpx.HTTPError as e:
+        raise DraftsmithError(f"no draftsmith server answers at {url}: {e}") from e
+    if r.status_code == 401:
+        hint = (
+            "the key given was refused"
+            if api_key
+            else "pass --api-key KEY (the key `serve --api-key` was given)"
+        )
+        raise DraftsmithError(f"the server at {url} asks for an API key: {hint}")
+    try:
         r.raise_for_status()
         return r.json()["data"][0]["id"]
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as e:
         raise DraftsmithError(f"no draftsmith server answers at {url}: {e}") from e
 
 
-def server_tau(url: str) -> dict[str, float]:
+def server_tau(url: str, api_key: str | None = None) -> dict[str, float]:
     """Pooled tau per method from the server's /metrics (empty if unavailable)."""
     try:
-        text = httpx.get(f"{url}/metrics", timeout=10, trust_env=False).text
+        text = httpx.get(f"{url}/metrics", timeout=10, trust_env=False, headers=auth_headers(api_key)).text
     except httpx.HTTPError:
         return {}
     out = {}
@@ -218,12 +236,13 @@ def run_loadtest(
     temperature: float = 0.0,
     timeout: float = 300.0,
     log=print,
+    api_key: str | None = None,
 ) -> dict:
     """Run every level in turn within `time_limit` seconds overall; returns the JSON report."""
     if not prompts:
         raise DraftsmithError("no prompts to send")
     url = url.rstrip("/")
-    model = model or server_model(url)
+    model = model or server_model(url, api_key)
     deadline = time.monotonic() + time_limit
     levels = []
     for c in concurrencies:
@@ -231,7 +250,18 @@ def run_loadtest(
             log(f"time limit reached: concurrency {c} and above not run")
             break
         level = asyncio.run(
-            run_level(url, model, prompts, c, n_requests, max_tokens, temperature, deadline, timeout)
+            run_level(
+                url,
+                model,
+                prompts,
+                c,
+                n_requests,
+                max_tokens,
+                temperature,
+                deadline,
+                timeout,
+                auth_headers(api_key),
+            )
         )
         log(
             f"concurrency {c}: {level.ok}/{level.sent} ok, {level.errors} errors, {level.cut} cut, "
@@ -245,7 +275,7 @@ def run_loadtest(
         "temperature": temperature,
         "requests_per_level": n_requests,
         "time_limit_s": time_limit,
-        "server_tau": server_tau(url),
+        "server_tau": server_tau(url, api_key),
         "levels": levels,
     }
 
@@ -266,6 +296,16 @@ def markdown(report: dict) -> str:
     return "\n".join(rows)
 
 
+def curve_labels(reports: list[dict]) -> list[str]:
+    """One legend name per report: its label (default: the model id), with the results file it came
+    from (or "this run") where two reports would otherwise share a name."""
+    names = [r.get("label") or r["model"] for r in reports]
+    return [
+        f"{n} ({r.get('source', 'this run')})" if names.count(n) > 1 else n
+        for n, r in zip(names, reports, strict=True)
+    ]
+
+
 def plot(reports: list[dict], path: str | Path) -> bool:
     """Per-user tok/s (p50) against total tok/s, one curve per report; False without matplotlib."""
     try:
@@ -276,11 +316,11 @@ def plot(reports: list[dict], path: str | Path) -> bool:
     except ImportError:
         return False
     fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    for report in reports:
+    for report, label in zip(reports, curve_labels(reports), strict=True):
         levels = report["levels"]
         xs = [lv["total_tok_s"] for lv in levels]
         ys = [lv["per_user_tok_s_p50"] for lv in levels]
-        ax.plot(xs, ys, marker="o", label=report.get("label") or report["model"])
+        ax.plot(xs, ys, marker="o", label=label)
         for lv, x, y in zip(levels, xs, ys, strict=True):
             ax.annotate(str(lv["concurrency"]), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.set_xlabel("total throughput (tok/s)")
@@ -341,6 +381,7 @@ def main(args) -> int:
         temperature=args.temperature,
         timeout=args.timeout,
         log=log,
+        api_key=args.api_key,
     )
     report["label"] = args.label or report["model"]
     report["suite"] = args.suite
@@ -349,7 +390,7 @@ def main(args) -> int:
         Path(args.out).write_text(json.dumps(report, indent=1))
         log(f"saved {args.out}")
     if args.plot:
-        others = [json.loads(Path(p).read_text()) for p in args.compare or []]
+        others = [{**json.loads(Path(p).read_text()), "source": Path(p).name} for p in args.compare or []]
         if plot([report, *others], args.plot):
             log(f"saved {args.plot}")
         else:
