@@ -39,3 +39,26 @@ def test_no_round_cost_table_without_engine_runs():
     rows = summarise(records, ["plain", "hf-plain"], ["s"], 1, greedy=True)
     assert all(s.speedup_free_drafting is None and s.rounds is None for s in rows)
     assert round_cost_table(rows) == ""
+
+
+def test_the_bench_says_when_its_numbers_are_noisy():
+    """One repeat, a tok/s spread wider than 10% of its median over the repeats, or other processes
+    busy on the cores: each gets a line, so a bare speedup is never the whole story."""
+    from draftsmith.evaluation.bench import BenchResult, noise_notes
+
+    records = []
+    for rep, slow in ((0, 1.0), (1, 1.3)):  # the second repeat of dspark ran 30% slower
+        for prompt in ("a", "b"):
+            records.append(_record("plain", prompt, rep, 8.0, 8, 0.0))
+            records.append(_record("dspark", prompt, rep, 4.0 * slow, 4, 1.0))
+    summaries = summarise(records, ["plain", "dspark"], ["s"], 2, greedy=True)
+    quiet = BenchResult({"repeats_done": 2, "other_load": 0.01}, {}, summaries, records)
+    (note,) = noise_notes(quiet)
+    assert note.startswith("s dspark: tok/s ranged 1.5-2.0 over the repeats") and "noisy" in note
+    busy = BenchResult({"repeats_done": 2, "other_load": 0.45}, {}, summaries[:1], records)
+    assert noise_notes(busy) == [
+        "other processes used 45% of the CPU while this bench ran: every timing here is suspect; rerun on "
+        "an idle machine"
+    ]
+    once = BenchResult({"repeats_done": 1, "other_load": None}, {}, summaries[:1], records)
+    assert noise_notes(once)[0].startswith("one repeat")

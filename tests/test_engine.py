@@ -235,38 +235,41 @@ def test_other_load_is_what_the_rest_of_the_machine_took(monkeypatch):
     ticks = iter([(0, 0), (30 * hz, 100 * hz)])  # 30 s busy of 100 s of CPU time
     own = iter([1.0, 11.0])  # 10 s of it ours
     monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: next(ticks))
-    monkeypatch.setattr(cpu_load, "_own_seconds", lambda: next(own))
+    monkeypatch.setattr(cpu_load, "_own_seconds", lambda pids=(): next(own))
     with cpu_load.OtherLoad() as load:
         pass
     assert load.fraction == pytest.approx(0.2)
 
 
-def test_other_load_counts_the_machines_busy_time_less_our_own(monkeypatch):
-    """The share of the machine's CPU time other processes used: machine-wide busy ticks minus this
-    process's own CPU time, over the block's total ticks (fed readings, not the clock, so a busy CI
-    machine cannot change the answer)."""
+def test_other_load_counts_the_servers_we_time_as_ours_and_clamps(monkeypatch):
+    """A bench's llama-server peers are other processes to the kernel but our own work: their CPU
+    time (from /proc/PID/stat) counts as ours. Our time read a tick late clamps at 0; no tick passed,
+    or a server gone, is unknown (and a table timed so is cached as before)."""
     import draftsmith.engine.cpu_load as cpu_load
 
     hz = os.sysconf("SC_CLK_TCK")
-    readings = {}  # (machine busy, machine total) ticks and our own seconds, before and after
-    monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: readings["ticks"].pop(0))
-    monkeypatch.setattr(cpu_load, "_own_seconds", lambda: readings["own"].pop(0))
+    ticks, server = [], []
+    monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: ticks.pop(0))
+    monkeypatch.setattr(cpu_load.os, "times", lambda: os.times_result((5.0, 0.0, 0.0, 0.0, 0.0)))
+    monkeypatch.setattr(cpu_load, "_process_seconds", lambda pid: server.pop(0))
 
-    def share(busy: float, total: float, own: float) -> float | None:
-        """2 cores for 1 s: `total` core-seconds pass, `busy` of them busy, `own` of those ours."""
-        readings["ticks"] = [(0, 0), (round(busy * hz), round(total * hz))]
-        readings["own"] = [5.0, 5.0 + own]
-        with cpu_load.OtherLoad() as load:
+    def share(busy: float, total: float, served: float, pids=(42,)) -> float | None:
+        ticks[:] = [(0, 0), (round(busy * hz), round(total * hz))]
+        server[:] = [10.0, 10.0 + served]
+        with cpu_load.OtherLoad(pids) as load:
             pass
         return load.fraction
 
-    assert share(busy=0.02, total=2.0, own=0.0) == pytest.approx(0.01)  # idle
-    assert share(busy=2.0, total=2.0, own=2.0) == 0.0  # only we were busy, on both cores
-    assert share(busy=2.0, total=2.0, own=1.0) == pytest.approx(0.5)  # one other job on one core
-    assert share(busy=1.0, total=2.0, own=1.5) == 0.0  # clamped: our time read a tick late
-    assert share(busy=0.0, total=0.0, own=0.0) is None  # no tick passed: unknown
-    monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: (_ for _ in ()).throw(OSError("no /proc")))
-    with cpu_load.OtherLoad() as load:
+    assert share(busy=1.0, total=2.0, served=1.0) == 0.0  # only the server we started was busy
+    assert share(busy=1.0, total=2.0, served=0.0) == pytest.approx(0.5)  # someone else was
+    assert share(busy=1.0, total=2.0, served=1.5) == 0.0  # clamped
+    assert share(busy=0.0, total=0.0, served=0.0) is None  # no tick passed
+    ticks[:] = [(0, 0), (hz, 2 * hz)]
+    server[:] = [10.0]  # the server exits before the end: /proc/PID/stat is gone
+    monkeypatch.setattr(
+        cpu_load, "_process_seconds", lambda pid: server.pop(0) if server else (_ for _ in ()).throw(OSError)
+    )
+    with cpu_load.OtherLoad((42,)) as load:
         pass
     assert load.fraction is None and cpu_load.cacheable(load, "x", "y")
 

@@ -53,6 +53,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from draftsmith.evaluation.bench import (
         calibration_table,
         markdown_table,
+        noise_notes,
         round_cost_table,
         run_bench,
         validate_methods,
@@ -79,6 +80,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         costs = round_cost_table(result.summaries)
         if costs:
             table += "\n\nWhere a round's time goes (pooled over every round):\n\n" + costs
+        if final and (notes := noise_notes(result)):
+            table += "\n\nHow far to trust these numbers:\n\n" + "\n".join(f"- {n}" for n in notes)
         if args.out:
             Path(args.out).write_text(json.dumps(result.to_json(), indent=1))
         if args.markdown:
@@ -112,7 +115,7 @@ DEMO_SUITES = ("humaneval", "gsm", "mtbench")
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from draftsmith.drafters.checkpoint import shipped_drafter
-    from draftsmith.evaluation.bench import markdown_table, run_bench
+    from draftsmith.evaluation.bench import markdown_table, noise_notes, run_bench
     from draftsmith.evaluation.suites import load_suite
 
     print("loading the default target (SmolLM2-135M-Instruct; the first run converts the GGUF, ~20 s)...")
@@ -131,6 +134,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         source=args.target,
     )
     print(markdown_table(result.summaries))
+    for note in noise_notes(result):  # the demo runs one repeat: say what that is worth
+        print(f"note: {note}")
     if not args.draft_model:
         print("(draft-model skipped: no same-tokenizer draft model ships offline; pass --draft-model)")
     return 0

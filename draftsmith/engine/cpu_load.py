@@ -29,22 +29,32 @@ def _machine_ticks() -> tuple[int, int]:
     return total - idle, total
 
 
-def _own_seconds() -> float:
+def _own_seconds(pids: tuple[int, ...] = ()) -> float:
+    """CPU seconds of this process, and of the processes `pids` (servers it started and times)."""
     t = os.times()
-    return t.user + t.system
+    return t.user + t.system + sum(_process_seconds(pid) for pid in pids)
+
+
+def _process_seconds(pid: int) -> float:
+    """utime + stime of a running process, from /proc/PID/stat (fields 14 and 15)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return (int(fields[11]) + int(fields[12])) / hz
 
 
 class OtherLoad:
     """Context manager: after the block, `fraction` is the share of the whole machine's CPU time that
-    other processes used while it ran (0 to 1), or None where /proc/stat cannot be read."""
+    other processes used while it ran (0 to 1), or None where /proc/stat cannot be read. `pids`:
+    processes whose work counts as ours (a bench's llama-server peers)."""
 
-    def __init__(self) -> None:
+    def __init__(self, pids: tuple[int, ...] = ()) -> None:
         self.fraction: float | None = None
+        self.pids = tuple(pids)
         self._start: tuple[tuple[int, int], float] | None = None
 
     def __enter__(self) -> OtherLoad:
         try:
-            self._start = (_machine_ticks(), _own_seconds())
+            self._start = (_machine_ticks(), _own_seconds(self.pids))
         except (OSError, ValueError, IndexError):
             self._start = None
         return self
@@ -54,14 +64,15 @@ class OtherLoad:
             return
         try:
             busy1, total1 = _machine_ticks()
-        except (OSError, ValueError, IndexError):
+            own1 = _own_seconds(self.pids)
+        except (OSError, ValueError, IndexError):  # also a server that exited meanwhile: unknown
             return
         (busy0, total0), own0 = self._start
         hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
         total = (total1 - total0) / hz
         if total <= 0:
             return
-        others = (busy1 - busy0) / hz - (_own_seconds() - own0)
+        others = (busy1 - busy0) / hz - (own1 - own0)
         self.fraction = min(max(others / total, 0.0), 1.0)
 
 

@@ -20,6 +20,7 @@ import torch
 from tqdm import tqdm
 
 from draftsmith.drafters.registry import METHODS, base_method, build_drafter, method_options
+from draftsmith.engine.cpu_load import OTHER_LOAD_MAX, OtherLoad
 from draftsmith.engine.decode import speculative_generate
 from draftsmith.engine.sampling import SamplingParams
 from draftsmith.engine.stats import GenerationStats
@@ -223,6 +224,8 @@ def _run_bench(
         machine=machine_info(target),
     )
     bar = tqdm(total=total, desc="bench", unit="run", disable=not progress)
+    # what the rest of the machine took while we timed (llama-server peers count as ours)
+    load = OtherLoad(tuple(p.proc.pid for p in servers.values() if hasattr(p, "proc"))).__enter__()
     for rep in range(repeats):
         for suite, items in encoded.items():
             for i, (prompt, ids) in enumerate(items):
@@ -238,6 +241,8 @@ def _run_bench(
             config = result.config | {"repeats_done": rep + 1}
             checkpoint(BenchResult(config, result.machine, summaries, done))
     bar.close()
+    load.__exit__(None, None, None)
+    result.config["other_load"] = None if load.fraction is None else round(load.fraction, 3)
     result.config["repeats_done"] = repeats
     result.summaries = summarise(result.records, methods, list(prompts), repeats, params.greedy)
     return result
@@ -298,6 +303,38 @@ def summarise(
                 )
             )
     return out
+
+
+NOISY_SPREAD = 0.10
+"""A method whose tok/s ranged wider than this share of its median over the repeats is flagged: its
+speedup moved that much between repeats of the same prompts."""
+
+
+def noise_notes(result: BenchResult) -> list[str]:
+    """What makes this bench's numbers less than they look, one line each, so nobody reads a bare
+    speedup off a noisy run: a single repeat, a method whose tok/s spread widely over the repeats,
+    other processes busy on the cores while it ran."""
+    notes = []
+    load = result.config.get("other_load")
+    if load is not None and load > OTHER_LOAD_MAX:
+        notes.append(
+            f"other processes used {100 * load:.0f}% of the CPU while this bench ran: every timing here "
+            "is suspect; rerun on an idle machine"
+        )
+    repeats = result.config.get("repeats_done", result.config.get("repeats", 1))
+    if repeats == 1:
+        notes.append(
+            "one repeat: each speedup is a single measurement (--repeats 2 or more shows its spread)"
+        )
+    else:
+        for s in result.summaries:
+            if s.tok_s_median and (s.tok_s_max - s.tok_s_min) > NOISY_SPREAD * s.tok_s_median:
+                spread = 100 * (s.tok_s_max - s.tok_s_min) / s.tok_s_median
+                notes.append(
+                    f"{s.suite} {s.method}: tok/s ranged {s.tok_s_min:.1f}-{s.tok_s_max:.1f} over the "
+                    f"repeats ({spread:.0f}% of its median): noisy"
+                )
+    return notes
 
 
 def round_cost_table(summaries: list[MethodSummary]) -> str:
