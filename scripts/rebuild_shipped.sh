@@ -8,7 +8,8 @@
 #   vocabulary (prompt-lookup input kept, dropped in half of the training blocks), widened to the whole
 #   vocabulary with the answers' token counts (grow-vocab --size 0), then its confidence head's STS
 #   scales. DFlash: recipes/smollm2-dflash-anchor.toml in the lineage's layout, then relaid into z-lab's
-#   layout and the whole vocabulary by recipes/smollm2-dflash.toml. ~1 h 10 min on 2 cores for the pair.
+#   layout and the whole vocabulary by recipes/smollm2-dflash.toml, plus the answers' token counts.
+#   ~1 h on 2 cores for the pair.
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
 #   temperature-0.7 answers (~20 min of caching, then 30-60 min each on 2 cores).
 # Usage: [METHODS="dspark dflash eagle3 mtp medusa"] scripts/rebuild_shipped.sh [WORK]
