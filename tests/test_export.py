@@ -564,6 +564,17 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys):
         assert main(["export", "--format", "speculators", "--drafter", str(tmp_path / "d"), *out]) == 0
     assert json.loads(capsys.readouterr().out)["verifier"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
     assert detect_format(tmp_path / "o") == "speculators"
+    # an existing file as --out, --no-lookup on a drafter without that input, a bad cut: one line each
+    (tmp_path / "file").write_text("x")
+    d = ["--drafter", str(tmp_path / "d")]
+    for argv, message in (
+        (["--out", str(tmp_path / "file")], "is a file; give a directory"),
+        (["--no-lookup", *out], "no prompt-lookup input to leave out"),
+        (["--draft-vocab", "-1", *out], "--draft-vocab must be >= 0"),
+    ):
+        assert main(["export", "--format", "speculators", *d, *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
 
 
 # --- EAGLE-3, MTP and the distilled draft ----------------------------------------------------------

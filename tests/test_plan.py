@@ -368,3 +368,25 @@ def test_measured_steps_plan_without_a_model():
     free = {x.name: x.value for x in plan.draft_length}["free draft length on this machine"]
     assert free == 5  # 6-token steps cost 0.030 / 0.028 = 1.07x one token, 7-token steps 1.11x
     assert not plan.vram and math.isfinite(plan.methods[0].speedup)
+
+
+def test_a_drafter_measured_elsewhere_is_planned_from_its_published_tau(capsys):
+    """`plan --tau X --draft-len K --method M`: the accepted length someone published at K drafts
+    replaces the typical acceptance; the plan reproduces that tau at K and labels it as given."""
+    args = ["plan", "--gpu", "3090", "--model", "qwen3-8b", "--bits", "4", "--engine", "llamacpp"]
+    code, out, err = run(capsys, *args, "--method", "dspark", "--tau", "3.5", "--draft-len", "7", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["plan"]["methods"]
+    assert {r["task"] for r in rows} == {"code", "chat", "math"} and {r["method"] for r in rows} == {"dspark"}
+    acc = rows[0]["acceptance"]
+    assert acc["source"] == "given: tau 3.5 at 7 drafts" and not acc["measured"]
+    rate = acc["conditional"][0]
+    assert cost.leviathan_expected(rate, 7) == pytest.approx(3.5, abs=1e-3)  # the JSON rounds the rate
+    assert rows[0]["speedup"] > 1.0
+    for extra, message in (
+        (["--tau", "3.5"], "--tau and --draft-len come together"),
+        (["--tau", "3.5", "--draft-len", "7"], "name its --method"),
+        (["--method", "dspark", "--tau", "9", "--draft-len", "7"], "--tau must be in [1, draft length + 1]"),
+    ):
+        code, _, err = run(capsys, *args, *extra)
+        assert code == 2 and message in err

@@ -14,6 +14,7 @@ from draftsmith.errors import DraftsmithError
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a trained drafter in a format vLLM / SGLang load; what a format cannot carry is refused."""
     from draftsmith.export import DEFAULT_VERIFIER
+    from draftsmith.export.common import read_config
     from draftsmith.export.methods import check_format, export_directory, method_of
 
     method = method_of(args.drafter)
@@ -24,8 +25,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         llamacpp.require()
     if (not args.lookup or args.draft_vocab) and method not in ("dflash", "dspark"):
         raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
-    if args.draft_vocab is not None and args.draft_vocab < 1:
-        raise DraftsmithError(f"--draft-vocab must be >= 1, got {args.draft_vocab}")
+    if not args.lookup and not (read_config(Path(args.drafter)) or {}).get("lookup_input"):
+        raise DraftsmithError("--no-lookup: this drafter has no prompt-lookup input to leave out")
+    if args.draft_vocab is not None and args.draft_vocab < 0:
+        raise DraftsmithError(f"--draft-vocab must be >= 0 (0 = no cut), got {args.draft_vocab}")
     out_path = Path(args.out)
     if (
         out_path.exists()
@@ -105,7 +108,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         type=int,
         default=None,
         help="DFlash/DSpark: cut the head to the N most frequent answer tokens (FR-Spec; counts stored "
-        "with the drafter), for the formats that carry a draft vocabulary (speculators, gguf)",
+        "with the drafter), for the formats that carry a draft vocabulary (speculators, gguf); 0 = no cut",
     )
     common.add_target_args(p)
     p.set_defaults(func=cmd_export)

@@ -119,3 +119,10 @@ def typical(method: str, task: str) -> Acceptance:
             method, task, (a,) * k, 1.0, _DRAFT_MODEL, False, round(cost.leviathan_expected(a, k), 3)
         )
     raise ValueError(f"no typical acceptance for method {method!r}")
+
+
+def given(method: str, task: str, tau: float, k: int) -> Acceptance:
+    """A drafter someone else measured: its accepted length a round (the bonus token included) at k
+    drafts, as published. A constant rate fitted to it; the plan labels it as given, not measured here."""
+    a = cost.fit_constant_rate(tau, k)
+    return Acceptance(method, task, (a,) * k, 1.0, f"given: tau {tau:g} at {k} drafts", False, tau)

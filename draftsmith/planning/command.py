@@ -86,6 +86,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--bench", default=None, help="a `draftsmith bench --out` JSON: measured acceptance per suite"
     )
+    g.add_argument(
+        "--tau",
+        type=float,
+        default=None,
+        help="a drafter measured elsewhere: its accepted length a round (the bonus token included) as "
+        "published, at --draft-len drafts; replaces the typical acceptance of the --method planned",
+    )
+    g.add_argument(
+        "--draft-len", type=int, default=None, help="with --tau: the draft length it was measured at"
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
         "--published",
@@ -93,6 +103,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="check the planner against published measurements (docs/PLANNING.md): predicted vs published",
     )
     p.add_argument("--engines", action="store_true", help="print the engine support matrix")
+
+
+def _given_tau(args: argparse.Namespace) -> tuple[float, int] | None:
+    """(tau, draft length) from --tau and --draft-len, which come together."""
+    if (args.tau is None) != (args.draft_len is None):
+        raise DraftsmithError(
+            "--tau and --draft-len come together: the accepted length and the draft length it was measured at"
+        )
+    return None if args.tau is None else (args.tau, args.draft_len)
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -140,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         pcie_bytes_per_token=args.pcie_gb_per_token * 1e9,
         draft_model=draft,
         kv_bits=args.kv_bits,
+        given_tau=_given_tau(args),
     )
     comparison = None
     if args.measure:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from draftsmith.errors import DraftsmithError
 from draftsmith.planning import backends, cost, engines, vram
-from draftsmith.planning.acceptance import TASKS, Acceptance, typical
+from draftsmith.planning.acceptance import TASKS, Acceptance, given, typical
 from draftsmith.planning.bench_file import BenchFile
 from draftsmith.planning.hardware import GIB, CpuMemory, Hardware, Pcie
 from draftsmith.planning.methods import METHODS, DrafterCost, drafter_cost
@@ -203,8 +203,10 @@ def build(
     draft_model: ModelSpec | None = None,
     engine: str | None = None,
     kv_bits: float = 16,
+    given_tau: tuple[float, int] | None = None,
 ) -> Plan:
-    """The whole plan for one machine, model, engine and workload."""
+    """The whole plan for one machine, model, engine and workload. given_tau: (tau, draft length) of
+    a drafter measured elsewhere, which replaces the typical acceptance of each method planned."""
     notes = _check_workload(spec, context, answer_len, concurrency, kv_bits)
     if hw is None and measured is None:
         raise DraftsmithError("no hardware: give a preset, explicit numbers or --measure")
@@ -237,7 +239,19 @@ def build(
     t1 = steps.target(1)
     plain = _plain_quantities(spec, hw, steps, concurrency, answer_len, mean_ctx)
     draft_length, table, tile_cap = _draft_length(spec, hw, steps, concurrency, mean_ctx)
-    rows = _method_rows(spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits)
+    if given_tau is not None:
+        tau, k = given_tau
+        if bench is not None or not methods:
+            raise DraftsmithError(
+                "--tau/--draft-len describe one drafter: name its --method, without --bench"
+            )
+        if not (k >= 1 and 1 <= tau <= k + 1):
+            raise DraftsmithError(
+                f"--tau must be in [1, draft length + 1] = [1, {k + 1}] at --draft-len {k}, got {tau}"
+            )
+    rows = _method_rows(
+        spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits, given_tau
+    )
     plan = Plan(
         hardware=hw.to_json() if hw else {"name": "this machine (measured)", "kind": "measured"},
         model=spec.to_json(),
@@ -476,8 +490,10 @@ def _curve_label(steps: RooflineSteps) -> str:
     return f"{b.key}: load + compute at {b.compute_efficiency:.0%} of peak FLOP/s"
 
 
-def _acceptances(methods, tasks, bench, steps, excluded) -> list[tuple[str, Acceptance]]:
+def _acceptances(methods, tasks, bench, steps, excluded, given_tau=None) -> list[tuple[str, Acceptance]]:
     pairs: list[tuple[str, Acceptance]] = []
+    if given_tau is not None:
+        return [(m, given(m, t, *given_tau)) for m in methods if m not in excluded for t in tasks or TASKS]
     if bench is not None:
         for row in bench.speculative_rows():
             if methods and row.method not in methods:
@@ -512,10 +528,10 @@ def _best(acc: Acceptance, d: DrafterCost, steps, limit: int, batch: int | None 
 
 
 def _method_rows(
-    spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits
+    spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits, given_tau=None
 ) -> list[MethodPlan]:
     rows = []
-    for m, acc in _acceptances(methods, tasks, bench, steps, excluded):
+    for m, acc in _acceptances(methods, tasks, bench, steps, excluded, given_tau):
         d = drafter_cost(COST_OF.get(m, m), spec, draft_model, kv_bits)
         limit = acc.k_max if tile_cap is None else min(acc.k_max, tile_cap)
         k, e, s, _ = _best(acc, d, steps, limit)
