@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from draftsmith.errors import DraftsmithError
 from draftsmith.paths import data_dir
@@ -125,9 +126,18 @@ def _load_gguf(gguf: Path, dtype: torch.dtype):
             del model.config.quantization_config
         model.config.name_or_path = str(gguf)
         tmp.mkdir(parents=True)
-        # transformers' own layout (`architectures`, a tied head stored as the embedding), which vLLM,
-        # llama.cpp's converter and transformers all load to the same logits
-        model.save_pretrained(tmp, safe_serialization=True)
+        # transformers' own layout, which vLLM, llama.cpp's converter and transformers all load to the
+        # same logits: `architectures` in the config, a tied head stored once as the embedding
+        # (save_pretrained refuses a GGUF-loaded model, and safetensors' save_model kept lm_head instead)
+        state = model.state_dict()
+        if getattr(model.config, "tie_word_embeddings", False):
+            state.pop("lm_head.weight", None)
+        save_file(
+            {k: v.contiguous() for k, v in state.items()}, str(tmp / "model.safetensors"), {"format": "pt"}
+        )
+        model.config.architectures = [type(model).__name__]
+        model.config.save_pretrained(tmp)
+        model.generation_config.save_pretrained(tmp)
         tok.save_pretrained(tmp)
         os.replace(tmp, cache)
     except (OSError, ValueError):
