@@ -156,8 +156,11 @@ def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
     """`export --format gguf` of the shipped drafter (`--no-lookup` where it reads lookup guesses):
     llama-server loads it and its first drafts are ours with `--no-lookup`. llama.cpp's Q4 kernels
     give the drafter slightly different target states than our dequantised weights, so a flat draft
-    distribution may pick otherwise: 6 of the 9 tokens must agree, and every token that differs must
-    be one our drafter was unsure of (p < 0.5)."""
+    distribution may pick otherwise: the first drafted token must agree in 2 of the 3 blocks, and
+    every token that differs must be one our drafter was unsure of (p < 0.5); for DSpark, whose
+    Markov head chains each slot on the previous pick, the first difference of each block (measured:
+    the shipped DSpark's blocks part at p 0.07 and 0.32, the first tokens all agree); for DFlash,
+    whose slots do not chain, every difference, and 6 of the 9 tokens agree."""
     from draftsmith.drafters.checkpoint import shipped_drafter
     from draftsmith.drafters.registry import METHODS
     from draftsmith.evaluation.llamacpp_peers import engine_variant
@@ -181,11 +184,16 @@ def test_the_shipped_drafter_exports_to_gguf_and_drafts_in_llama_server_as_ours(
         target_gguf(real_target), gguf, method, prompts, tmp_path / "server.log", drafter_dir=src
     )
     assert all(len(t) == 3 for t in theirs), theirs
-    same = sum(a == b for o, t in zip(ours, theirs, strict=True) for a, b in zip(o, t, strict=False))
-    assert same >= 6, (ours, theirs)
     for o, t, p in zip(ours, theirs, sure, strict=True):
         assert len(p) == len(o), p  # a probability for each drafted token
-        assert all(q < 0.5 for a, b, q in zip(o, t, p, strict=False) if a != b), (ours, theirs, sure)
+        differ = [j for j, (a, b) in enumerate(zip(o, t, strict=False)) if a != b]
+        # DSpark's Markov head chains each slot on the previous pick: after a first difference the two
+        # engines draft from different prefixes, so only that first difference is theirs to explain
+        checked = differ[:1] if method == "dspark" else differ
+        assert all(p[j] < 0.5 for j in checked), (ours, theirs, sure)
+    first = sum(o[0] == t[0] for o, t in zip(ours, theirs, strict=True))
+    same = sum(a == b for o, t in zip(ours, theirs, strict=True) for a, b in zip(o, t, strict=False))
+    assert first >= 2 and (method == "dspark" or same >= 6), (ours, theirs)
 
 
 @needs_llamacpp

@@ -48,8 +48,9 @@ def test_bad_recipes_get_one_line_errors(tmp_path, capsys):
 @pytest.mark.parametrize("method", ["dflash", "dspark"])
 def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
     """The recipes the shipped pair is built by: valid flags, the public formats' draft layers; DFlash
-    in the default recipe (z-lab's layout, the whole vocabulary), DSpark over the lineage's 8,192-token
-    vocabulary, which rebuild_shipped.sh widens to the whole vocabulary."""
+    in the default recipe (z-lab's layout, the whole vocabulary, no lookup input), DSpark over the
+    lineage's 8,192-token vocabulary (which rebuild_shipped.sh widens to the whole vocabulary) with the
+    lookup input dropped in half of its blocks, so its export without that input drafts well too."""
     from draftsmith.cli import build_parser
     from draftsmith.cli.options import options_from_args
     from draftsmith.drafters.registry import recipe_for
@@ -58,8 +59,9 @@ def test_the_shipped_recipes_parse_and_build_the_exportable_drafter(method):
     argv = expand_recipe(["train", "--recipe", str(recipe), "--out", "x"])
     args = build_parser(train_options=True).parse_args(argv)
     opts = options_from_args(recipe_for(args.method), args)
-    assert args.method == method and opts.qk_norm and opts.lookup_input == 0 and not opts.anchor_context
+    assert args.method == method and opts.qk_norm and not opts.anchor_context
     assert (opts.draft_vocab, opts.mask_slots) == {"dflash": (None, True), "dspark": (8192, None)}[method]
+    assert (opts.lookup_input, opts.lookup_dropout) == {"dflash": (0, 0.0), "dspark": (6, 0.5)}[method]
 
 
 @pytest.mark.parametrize("name", ["dflash-anchor", "eagle3", "mtp", "medusa"])

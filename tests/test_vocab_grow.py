@@ -77,7 +77,7 @@ def test_cli_grows_a_drafter_and_widens_it_to_the_whole_vocabulary(smollm, tmp_p
     from draftsmith.drafters.dflash.model import DFlashModel
     from draftsmith.export import export_drafter, verifier_of
 
-    cfg = replace(DFlashConfig.load(shipped_drafter("dspark", smollm)), draft_vocab_size=512)
+    cfg = replace(DFlashConfig.load(shipped_drafter("dspark", smollm)), draft_vocab_size=512, lookup_input=0)
     reduced = DFlashModel(cfg)
     reduced.d2t = torch.arange(512) * 7  # spread over the vocabulary
     src = tmp_path / "reduced"

@@ -23,12 +23,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         from draftsmith.deploy import llamacpp
 
         llamacpp.require()
-    if (not args.lookup or args.draft_vocab) and method not in ("dflash", "dspark"):
+    # (a Namespace built in code may lack these two)
+    lookup, cut = getattr(args, "lookup", True), getattr(args, "draft_vocab", None)
+    if (not lookup or cut) and method not in ("dflash", "dspark"):
         raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
-    if not args.lookup and not (read_config(Path(args.drafter)) or {}).get("lookup_input"):
+    if not lookup and not (read_config(Path(args.drafter)) or {}).get("lookup_input"):
         raise DraftsmithError("--no-lookup: this drafter has no prompt-lookup input to leave out")
-    if args.draft_vocab is not None and args.draft_vocab < 0:
-        raise DraftsmithError(f"--draft-vocab must be >= 0 (0 = no cut), got {args.draft_vocab}")
+    if cut is not None and cut < 0:
+        raise DraftsmithError(f"--draft-vocab must be >= 0 (0 = no cut), got {cut}")
     out_path = Path(args.out)
     if (
         out_path.exists()
@@ -40,7 +42,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     target = common.load_target(args)
     gguf_type = getattr(args, "gguf_type", "f16")
     out, notes = export_directory(
-        args.drafter, args.format, args.out, target, name, gguf_type, args.lookup, args.draft_vocab
+        args.drafter, args.format, args.out, target, name, gguf_type, lookup, cut
     )
     for note in notes:
         print(f"export: {note}", file=sys.stderr)
