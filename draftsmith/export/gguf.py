@@ -91,6 +91,7 @@ def write_target(target, out: Path, outtype: str = "q8_0") -> Path:
         return existing
     llamacpp.require()
     file = out / f"target-{outtype}.gguf"
+    file.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         tdir = converter_target_dir(target, Path(tmp) / "target")
         target.model.save_pretrained(tdir, safe_serialization=True)
