@@ -170,3 +170,16 @@ def test_training_with_lookup_dropout_scores_both_ways_and_keeps_its_counts(tmp_
     train(target, cache, tuned, tmp_path / "tuned", progress=False)  # counts add up over a lineage
     assert np.array_equal(load_drafter(tmp_path / "tuned", target).token_counts, 2 * model.token_counts)
     assert LAYERS  # the tiny cache's layers
+
+
+def test_decoding_cuts_by_default_only_with_counts_that_rank_enough_tokens():
+    """The default cut (8,192) needs counts of at least that many distinct tokens: a drafter trained on
+    a few answers would otherwise keep mostly unseen tokens, ranked by nothing but their ids."""
+    from draftsmith.drafters.dflash.vocab import DEFAULT_CUT, default_cut
+
+    many = np.ones(49152, dtype=np.int64)
+    few = np.zeros(49152, dtype=np.int64)
+    few[:100] = 5
+    assert default_cut(many, 49152) == DEFAULT_CUT
+    assert default_cut(few, 49152) == 0 and default_cut(None, 49152) == 0
+    assert default_cut(many, DEFAULT_CUT) == 0  # nothing to cut

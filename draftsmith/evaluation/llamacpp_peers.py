@@ -61,7 +61,7 @@ def engine_variant(method: str, src: Path) -> tuple[bool, int | None]:
     prompt-lookup input (no engine but ours computes it), cut to the vocabulary our engine drafts by
     default (FR-Spec) where it carries token counts and its GGUF path takes a draft vocabulary (not
     z-lab's DFlash), so both engines run the same drafter."""
-    from draftsmith.drafters.dflash.vocab import COUNTS_FILE, DEFAULT_CUT
+    from draftsmith.drafters.dflash.vocab import default_cut, read_counts
     from draftsmith.export.common import read_config
 
     if method not in ("dflash", "dspark"):
@@ -70,7 +70,7 @@ def engine_variant(method: str, src: Path) -> tuple[bool, int | None]:
 
     config = read_config(src) or {}
     vocab = config.get("draft_vocab_size") or config.get("target_vocab_size") or 0
-    cut = DEFAULT_CUT if (src / COUNTS_FILE).is_file() and vocab > DEFAULT_CUT else None
+    cut = default_cut(read_counts(src), vocab) or None
     if spec_type(method, src) == "draft-dflash":  # through z-lab's format, which has no draft vocabulary
         cut = None
     return not config.get("lookup_input"), cut

@@ -21,7 +21,7 @@ from draftsmith.drafters.dflash.checkpoint import load_drafter
 from draftsmith.drafters.dflash.lookup import drop_lookup, slot_guesses
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dflash.recipe import DFlashRecipe
-from draftsmith.drafters.dflash.vocab import DEFAULT_CUT, cut_vocab
+from draftsmith.drafters.dflash.vocab import DEFAULT_CUT, cut_vocab, default_cut
 from draftsmith.drafters.options import TrainedDecodeOptions
 from draftsmith.engine import drafter as base
 from draftsmith.engine.draft_length import LENGTH_RULES
@@ -62,7 +62,8 @@ class DFlashDecodeOptions(TrainedDecodeOptions):
         metadata={
             "help": "cut the drafter's head to the N tokens its training answers held most often "
             f"(FR-Spec; counts stored with the drafter), so a whole-vocabulary drafter drafts cheaply; "
-            f"0 = every token it has. Default: {DEFAULT_CUT} where the drafter carries its counts",
+            f"0 = every token it has. Default: {DEFAULT_CUT} where the drafter carries counts of at least "
+            "that many distinct tokens",
             "per_method": True,
         },
     )
@@ -80,15 +81,15 @@ class DFlashDecodeOptions(TrainedDecodeOptions):
 
 def decoding_view(model: DFlashModel, lookup: bool, draft_vocab: int | None) -> DFlashModel:
     """The drafter as this decode runs it: without its lookup input (`lookup` False) and with its head
-    cut to the most frequent tokens (`draft_vocab`; None = DEFAULT_CUT where it carries counts and
-    drafts more tokens than that). A copy where anything changes; the model itself otherwise."""
+    cut to the most frequent tokens (`draft_vocab`; None = `vocab.default_cut`). A copy where anything
+    changes; the model itself otherwise."""
     out = model
     if not lookup:
         out = drop_lookup(out)
     vd = int(out.d2t.shape[0])
     size = draft_vocab
     if size is None:
-        size = DEFAULT_CUT if out.token_counts is not None and vd > DEFAULT_CUT else 0
+        size = default_cut(out.token_counts, vd)
     if size and size < vd:
         if out.token_counts is None:
             raise DraftsmithError(

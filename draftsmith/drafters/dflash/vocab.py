@@ -100,6 +100,15 @@ Zhao et al. 2025): on the default target the head over 49,152 tokens doubled a D
 time against 8,192 for +0.017 dev tau (docs/experiments.md)."""
 
 
+def default_cut(counts: np.ndarray | None, vocab: int) -> int:
+    """The draft vocabulary decoding cuts to by default: DEFAULT_CUT where the drafter drafts more
+    tokens than that and its answers held at least that many distinct tokens (a ranking of mostly
+    unseen tokens would keep arbitrary ones), else 0 (no cut)."""
+    if counts is None or vocab <= DEFAULT_CUT or int((np.asarray(counts) > 0).sum()) < DEFAULT_CUT:
+        return 0
+    return DEFAULT_CUT
+
+
 def write_counts(directory: str | Path, counts: np.ndarray | torch.Tensor) -> None:
     counts = torch.as_tensor(np.asarray(counts)).to(torch.int64).clamp(max=2**31 - 1).to(torch.int32)
     tmp = Path(directory) / (COUNTS_FILE + ".tmp")
