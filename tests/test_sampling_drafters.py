@@ -1,13 +1,12 @@
 """Lossless under sampling, for every drafter that computes its own draft probabilities.
 
 DFlash, DSpark (with and without its lookup input, with a cut draft vocabulary), the hybrid (lookup
-drafts and DSpark drafts in one decode), MTP and Medusa each sample their drafts from their own
-distribution q, which the verifier must use exactly. The first three tokens they generate, over
-thousands of seeds, must follow the target's exact distribution (enumerated from a tiny model, a
-chi-square goodness-of-fit test as tests/test_sampling.py does for the others), and a verifier that
-resamples from p instead of the residual after a rejection must fail the same test with the same
-drafter: the test can tell a biased decode from an exact one for each of them.
-"""
+drafts and DSpark drafts in one decode), EAGLE-3 (a reduced draft vocabulary), MTP and Medusa each
+sample their drafts from their own distribution q, which the verifier must use exactly. The first
+three tokens they generate, over thousands of seeds, must follow the target's exact distribution
+(enumerated from a tiny model, a chi-square goodness-of-fit test as tests/test_sampling.py does for
+the others), and a verifier that resamples from p instead of the residual after a rejection must fail
+the same test with the same drafter: the test can tell a biased decode from an exact one for each."""
 
 from __future__ import annotations
 
@@ -24,6 +23,9 @@ from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dspark.drafter import DSparkDrafter
+from draftsmith.drafters.eagle3.config import Eagle3Config
+from draftsmith.drafters.eagle3.drafter import Eagle3Drafter
+from draftsmith.drafters.eagle3.model import Eagle3Model
 from draftsmith.drafters.hybrid import HybridDecodeOptions, HybridDrafter
 from draftsmith.drafters.medusa.drafter import MedusaDrafter
 from draftsmith.drafters.medusa.recipe import MedusaOptions, MedusaRecipe
@@ -107,6 +109,16 @@ def build(name: str, target: Target):
     if name == "hybrid":
         options = HybridDecodeOptions(drafter=block_model(target, True), ngram_min=2, ngram_max=3)
         return HybridDrafter.build(target, options)
+    if name == "eagle3":  # a reduced draft vocabulary: the draft distribution misses two tokens
+        cfg = Eagle3Config(
+            hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=64,
+            target_hidden_size=32, target_layers=[1, 2, 3], target_vocab_size=V, draft_vocab_size=4,
+        )  # fmt: skip
+        eagle = Eagle3Model(cfg)
+        eagle.init_weights(1)
+        eagle.set_draft_vocab(torch.tensor([1, 2, 3, 4]))
+        eagle.attach_target(target.model.get_input_embeddings().weight)
+        return Eagle3Drafter(eagle.eval(), V, k=2)
     if name == "mtp":
         torch.manual_seed(0)
         return MTPDrafter.build(
@@ -141,7 +153,9 @@ def sample_counts(target: Target, seqs, drafter, verifier=None) -> tuple[torch.T
     return counts, drafted, accepted
 
 
-DRAFTERS = ["dflash", "dspark", "dspark-lookup", "dspark-no-lookup", "dspark-cut", "hybrid", "mtp", "medusa"]
+DRAFTERS = [
+    "dflash", "dspark", "dspark-lookup", "dspark-no-lookup", "dspark-cut", "hybrid", "eagle3", "mtp", "medusa"
+]  # fmt: skip
 
 
 @pytest.mark.slow  # thousands of sampled decodes per drafter: a goodness-of-fit test
