@@ -45,7 +45,7 @@ def make_drafter(
         intermediate_size=128,
         target_layers=default_target_layers(c.num_hidden_layers, 2),
         mask_token_id=MASK_ID,
-        target_vocab_size=VOCAB,
+        target_vocab_size=target.runner.vocab_size,
         block_size=block,
         draft_vocab_size=draft_vocab,
         markov_rank=8 if dspark else 0,

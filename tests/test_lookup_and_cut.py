@@ -26,7 +26,7 @@ from draftsmith.drafters.plain import PlainDrafter
 from draftsmith.engine.decode import StopRule, speculative_generate
 from draftsmith.errors import DraftsmithError
 from draftsmith.export import export_drafter
-from draftsmith.export.variant import prepare
+from draftsmith.export.variant import check, prepare
 from draftsmith.training.train import HELD_OUT_FILE, TrainConfig, train
 
 REPEATS = [[5, 17, 40, 9, 33, 5, 17, 40, 9, 12, 5, 17], [80, 81, 4, 4, 19, 55, 80, 81, 4, 4]]
@@ -97,14 +97,14 @@ def test_export_reports_what_leaving_the_lookup_out_costs(tmp_path):
     (tmp_path / "drafter" / HELD_OUT_FILE).write_text(json.dumps(scores))
     notes = prepare(tmp_path / "drafter", target, False, None, tmp_path / "plain")
     assert "1.800 against 2.100 with it (-0.300), on 120 held-out answers at training step 300" in notes[0]
-    with pytest.raises(DraftsmithError, match="no prompt-lookup input"):
-        prepare(tmp_path / "plain", target, False, None, tmp_path / "again")
+    with pytest.raises(DraftsmithError, match="no prompt-lookup input"):  # refused before it loads
+        check(tmp_path / "plain", "dspark", False, None)
 
 
 def test_a_cut_vocabulary_keeps_every_kept_tokens_logit_and_every_markov_row():
     target = tiny_target()
     whole = drop_lookup(with_lookup(target))
-    cut = cut_vocab(whole, whole.token_counts, 20)
+    cut = cut_vocab(whole, 20)
     cut.attach_target(target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight)
     keep = frequent_ids(whole.d2t, whole.token_counts, 20)
     assert torch.equal(cut.d2t, keep) and cut.cfg.draft_vocab_size == 20
@@ -119,7 +119,7 @@ def test_a_cut_vocabulary_keeps_every_kept_tokens_logit_and_every_markov_row():
         whole.confidence_logit(states, whole.prev_index(prev)),
     )
     with pytest.raises(DraftsmithError, match="1..95"):
-        cut_vocab(whole, whole.token_counts, 96)
+        cut_vocab(whole, 96)
 
 
 def test_decoding_cuts_the_head_and_stays_lossless_and_exports_the_cut(tmp_path):

@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 import torch
 from conftest import IdTokenizer, tiny_model
+from test_dflash import make_drafter
 from test_sampling import gof_pvalue, wrong_verifier
 
-from draftsmith.drafters.checkpoint import target_fingerprint
-from draftsmith.drafters.dflash.config import DFlashConfig
 from draftsmith.drafters.dflash.drafter import DFlashDecodeOptions, DFlashDrafter
 from draftsmith.drafters.dflash.model import DFlashModel
 from draftsmith.drafters.dspark.drafter import DSparkDrafter
@@ -58,37 +57,13 @@ def setup():
 
 
 def block_model(target: Target, dspark: bool, lookup_input: int = 0) -> DFlashModel:
-    """A random DFlash / DSpark drafter over the tiny target (live lookup weights when asked)."""
-    cfg = DFlashConfig(
-        hidden_size=32,
-        num_heads=4,
-        num_kv_heads=2,
-        head_dim=8,
-        intermediate_size=64,
-        target_layers=[1, 3],
-        mask_token_id=0,
-        target_vocab_size=V,
-        block_size=4,
-        markov_rank=4 if dspark else 0,
-        confidence=dspark,
-        lookup_input=lookup_input,
-        method="dspark" if dspark else "dflash",
-        target_name=target.name,
-        target_fingerprint=target_fingerprint(target),
-    )
-    model = DFlashModel(cfg)
-    model.init_weights(5)
-    with torch.no_grad():
-        g = torch.Generator().manual_seed(6)
-        for p in (model.markov_out.weight,) if dspark else ():
-            p.normal_(0.0, 1.0, generator=g)  # a live Markov bias (it starts at zero)
-        if lookup_input:
-            model.lookup_in.weight.normal_(0.0, 1.0, generator=g)
-            model.lookup_len.weight.normal_(0.0, 1.0, generator=g)
+    """A random DFlash / DSpark drafter over the tiny target (tests/test_dflash.py's), with a live
+    Markov bias, and token counts for a cut."""
+    model = make_drafter(target, dspark, lookup_input=lookup_input)
+    if dspark:
+        with torch.no_grad():  # a live Markov bias (it starts at zero)
+            model.markov_out.weight.normal_(0.0, 1.0, generator=torch.Generator().manual_seed(6))
     model.token_counts = np.array([1, 9, 2, 8, 7, 3])  # the cut keeps tokens 1, 3, 4 (and 5)
-    model.attach_target(
-        target.model.get_input_embeddings().weight, target.model.get_output_embeddings().weight
-    )
     return model.eval()
 
 

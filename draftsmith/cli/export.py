@@ -13,8 +13,7 @@ from draftsmith.errors import DraftsmithError
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a trained drafter in a format vLLM / SGLang load; what a format cannot carry is refused."""
-    from draftsmith.export import DEFAULT_VERIFIER
-    from draftsmith.export.common import read_config
+    from draftsmith.export import DEFAULT_VERIFIER, variant
     from draftsmith.export.methods import check_format, export_directory, method_of
 
     method = method_of(args.drafter)
@@ -25,12 +24,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         llamacpp.require()
     # (a Namespace built in code may lack these two)
     lookup, cut = getattr(args, "lookup", True), getattr(args, "draft_vocab", None)
-    if (not lookup or cut) and method not in ("dflash", "dspark"):
-        raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
-    if not lookup and not (read_config(Path(args.drafter)) or {}).get("lookup_input"):
-        raise DraftsmithError("--no-lookup: this drafter has no prompt-lookup input to leave out")
-    if cut is not None and cut < 0:
-        raise DraftsmithError(f"--draft-vocab must be >= 0 (0 = no cut), got {cut}")
+    variant.check(Path(args.drafter), method, lookup, cut)  # before the slow model load
     out_path = Path(args.out)
     if (
         out_path.exists()
@@ -41,9 +35,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     name = args.verifier_name or args.target or DEFAULT_VERIFIER
     target = common.load_target(args)
     gguf_type = getattr(args, "gguf_type", "f16")
-    out, notes = export_directory(
-        args.drafter, args.format, args.out, target, name, gguf_type, lookup, cut
-    )
+    out, notes = export_directory(args.drafter, args.format, args.out, target, name, gguf_type, lookup, cut)
     for note in notes:
         print(f"export: {note}", file=sys.stderr)
     report: dict = {"format": args.format, "notes": notes} if notes else {"format": args.format}

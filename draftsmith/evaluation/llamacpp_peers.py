@@ -63,10 +63,10 @@ def engine_variant(method: str, src: Path) -> tuple[bool, int | None]:
     z-lab's DFlash), so both engines run the same drafter."""
     from draftsmith.drafters.dflash.vocab import default_cut, read_counts
     from draftsmith.export.common import read_config
+    from draftsmith.export.gguf import spec_type
 
     if method not in ("dflash", "dspark"):
         return True, None
-    from draftsmith.export.gguf import spec_type
 
     config = read_config(src) or {}
     vocab = config.get("draft_vocab_size") or config.get("target_vocab_size") or 0

@@ -55,19 +55,17 @@ def export_directory(
     "gguf" goes through the method's speculators export and llama.cpp's own converter. A DFlash /
     DSpark may first drop its lookup input (`lookup` False) or cut its head to the `draft_vocab` most
     frequent tokens (export/variant.py); returns the output and what that cost, as measured."""
+    from draftsmith.export import variant
     from draftsmith.export.common import verifier_of
 
     method = method_of(directory)
     check_format(method, fmt)
-    if (not lookup or draft_vocab) and method not in ("dflash", "dspark"):
-        raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
+    variant.check(Path(directory), method, lookup, draft_vocab)
     verifier = verifier_of(target, verifier_name)
     with tempfile.TemporaryDirectory() as tmp:
         source, notes = Path(directory), []
         if not lookup or draft_vocab:  # the drafter as that engine runs it, then its export
-            from draftsmith.export.variant import prepare
-
-            notes = prepare(source, target, lookup, draft_vocab, Path(tmp) / "drafter")
+            notes = variant.prepare(source, target, lookup, draft_vocab, Path(tmp) / "drafter")
             source = Path(tmp) / "drafter"
         if fmt == "gguf":
             from draftsmith.export import gguf

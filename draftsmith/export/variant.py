@@ -13,36 +13,34 @@ from pathlib import Path
 from draftsmith.errors import DraftsmithError
 
 
+def check(directory: Path, method: str, lookup: bool, draft_vocab: int | None) -> None:
+    """Refuse, before anything loads, a variant this drafter cannot give."""
+    from draftsmith.export.common import read_config
+
+    if (not lookup or draft_vocab) and method not in ("dflash", "dspark"):
+        raise DraftsmithError("--no-lookup and --draft-vocab apply to DFlash and DSpark drafters only")
+    if not lookup and not (read_config(Path(directory)) or {}).get("lookup_input"):
+        raise DraftsmithError("--no-lookup: this drafter has no prompt-lookup input to leave out")
+    if draft_vocab is not None and draft_vocab < 0:
+        raise DraftsmithError(f"--draft-vocab must be >= 0 (0 = no cut), got {draft_vocab}")
+
+
 def prepare(directory: Path, target, lookup: bool, draft_vocab: int | None, out: Path) -> list[str]:
-    """Write the transformed drafter to `out` (draftsmith's own format, for the exporters); returns
-    what it tells the user (what the export loses, as measured)."""
+    """Write the drafter as `--no-lookup` / `--draft-vocab N` decode it (`decoding_view`) to `out`
+    (draftsmith's own format, for the exporters); returns what it tells the user (what the export
+    loses, as measured)."""
     from draftsmith.drafters.checkpoint import STS_FILE
     from draftsmith.drafters.dflash.checkpoint import load_drafter, save_drafter
-    from draftsmith.drafters.dflash.lookup import drop_lookup
-    from draftsmith.drafters.dflash.vocab import cut_vocab
+    from draftsmith.drafters.dflash.drafter import decoding_view
     from draftsmith.export import stored_dtype
 
     dtype = stored_dtype(directory)
     model = load_drafter(directory, target, dtype=dtype)
-    notes = []
-    if not lookup:
-        if not model.cfg.lookup_input:
-            raise DraftsmithError("--no-lookup: this drafter has no prompt-lookup input to leave out")
-        model = drop_lookup(model)
-        notes.append(lookup_loss(directory))
-    if draft_vocab:
-        if model.token_counts is None:
-            raise DraftsmithError(
-                "--draft-vocab: this drafter carries no token counts (token_counts.safetensors) to rank "
-                "its vocabulary by; `draftsmith grow-vocab --answers ...` adds them"
-            )
-        if draft_vocab >= model.d2t.shape[0]:
-            raise DraftsmithError(
-                f"--draft-vocab {draft_vocab}: the drafter drafts only {model.d2t.shape[0]} tokens"
-            )
-        model = cut_vocab(model, model.token_counts, draft_vocab)
-        notes.append(f"head cut to the {draft_vocab} most frequent answer tokens (FR-Spec)")
-    save_drafter(model, out, dtype=dtype)
+    view = decoding_view(model, lookup, draft_vocab or 0)
+    notes = [] if lookup else [lookup_loss(directory)]
+    if view.d2t.shape[0] < model.d2t.shape[0]:
+        notes.append(f"head cut to the {view.d2t.shape[0]} most frequent answer tokens (FR-Spec)")
+    save_drafter(view, out, dtype=dtype)
     if (directory / STS_FILE).is_file():
         shutil.copy(directory / STS_FILE, out / STS_FILE)
     return notes

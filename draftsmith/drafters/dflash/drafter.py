@@ -91,13 +91,7 @@ def decoding_view(model: DFlashModel, lookup: bool, draft_vocab: int | None) -> 
     if size is None:
         size = default_cut(out.token_counts, vd)
     if size and size < vd:
-        if out.token_counts is None:
-            raise DraftsmithError(
-                "this drafter carries no token counts to rank its vocabulary by (token_counts.safetensors, "
-                "written by `draftsmith train`): pass --draft-vocab 0, or add them with `draftsmith "
-                "grow-vocab --answers ...`"
-            )
-        out = cut_vocab(out, out.token_counts, size)
+        out = cut_vocab(out, size)
     return out
 
 

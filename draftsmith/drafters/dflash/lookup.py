@@ -10,7 +10,6 @@ anchor), so what the drafter learns from is exactly what it sees when it drafts.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from draftsmith.drafters.ngram import lookup
 
@@ -58,13 +57,5 @@ def drop_lookup(model):
 
     if not model.cfg.lookup_input:
         return model
-    out = DFlashModel(replace(model.cfg, lookup_input=0))
     state = {k: v for k, v in model.state_dict().items() if not k.startswith(DFlashModel.DROPPABLE)}
-    out.d2t = torch.empty_like(state["d2t"])
-    out.load_state_dict(state)
-    p = next(model.parameters())
-    out.to(device=p.device, dtype=p.dtype)
-    out.d2t = out.d2t.to(p.device)
-    out.token_counts = model.token_counts
-    out.share_target(model)
-    return out.eval().requires_grad_(False)
+    return model.derive(replace(model.cfg, lookup_input=0), state)

@@ -211,22 +211,31 @@ class DFlashModel(nn.Module):
         """Borrow the target's frozen embedding and lm_head (never trained, never saved here)."""
         self.embed = embed.detach()
         self.head = lm_head.detach()[self.d2t]
-        vd = self.d2t.shape[0]
-        t2d = torch.full((embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
-        t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
-        self.t2d = t2d
+        self._index_vocab()
 
-    def share_target(self, other: DFlashModel, rows: torch.Tensor | None = None) -> None:
-        """Borrow the target weights `other` has attached (its head's `rows` when this drafter drafts
-        a subset of its tokens), for a copy made from it (vocab.cut_vocab, lookup.drop_lookup)."""
-        if other.embed is None:
-            return
-        self.embed = other.embed
-        self.head = other.head if rows is None else other.head[rows.to(other.head.device)]
+    def _index_vocab(self) -> None:
+        """t2d: each target id's draft index (vd = outside the draft vocabulary)."""
         vd = self.d2t.shape[0]
         t2d = torch.full((self.embed.shape[0],), vd, dtype=torch.long, device=self.d2t.device)
         t2d[self.d2t] = torch.arange(vd, device=self.d2t.device)
         self.t2d = t2d
+
+    def derive(self, cfg: DFlashConfig, state: dict, rows: torch.Tensor | None = None) -> DFlashModel:
+        """A drafter made from this one (vocab.cut_vocab, lookup.drop_lookup): `cfg` with weights
+        `state`, in this one's dtype and device, with its token counts and its attached target (the
+        head's `rows` when the new one drafts a subset of its tokens), ready to draft."""
+        out = DFlashModel(cfg)
+        out.d2t = torch.empty_like(state["d2t"])
+        out.load_state_dict(state)
+        p = next(self.parameters())
+        out.to(device=p.device, dtype=p.dtype)
+        out.d2t = out.d2t.to(p.device)
+        out.token_counts = self.token_counts
+        if self.embed is not None:
+            out.embed = self.embed
+            out.head = self.head if rows is None else self.head[rows.to(self.head.device)]
+            out._index_vocab()
+        return out.eval().requires_grad_(False)
 
     def fuse_for_decoding(self) -> None:
         """Give each draft layer its fused decoding weights (`DraftLayer.fuse_for_decoding`); for a

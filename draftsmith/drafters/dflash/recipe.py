@@ -234,6 +234,12 @@ def drop_guesses(batch, block_size: int, share: float, generator: torch.Generato
     return replace(batch, guess_lens=batch.guess_lens * keep, guess_ids=batch.guess_ids * keep)
 
 
+def scored_ways(cfg) -> list[tuple[str, float]]:
+    """(metric suffix, share of blocks without guesses) a held-out score is taken at: a lookup drafter
+    with and without its guesses (what every other engine drafts), any other as it is."""
+    return [("", 0.0), ("_no_lookup", 1.0)] if cfg.lookup_input else [("", 0.0)]
+
+
 METRIC_OF = {
     "tau": "tau_est",
     "tau_k3": "tau_est_k3",
@@ -323,9 +329,8 @@ class DFlashRecipe(Recipe):
         answers), each if every block slot were verified and ("_k3") with drafts capped at 3."""
         if not len(seqs):
             return {k: float("nan") for k in METRIC_OF}
-        ways = {"": 0.0, "_no_lookup": 1.0} if model.cfg.lookup_input else {"": 0.0}
         out = {}
-        for suffix, drop in ways.items():  # a lookup drafter is scored with and without its guesses
+        for suffix, drop in scored_ways(model.cfg):
             g = torch.Generator().manual_seed(12345)
             sums = dict.fromkeys(METRIC_OF, 0.0)
             for s in seqs:
@@ -344,10 +349,8 @@ class DFlashRecipe(Recipe):
         """Teacher-forced accepted length as greedy decoding collects it: every answer position is an
         anchor, then decoding's walk over their runs (training/anchors.walk), pooled over sequences.
         The uniform "tau_greedy" weighs every position alike; this is what a bench would measure."""
-        cfg = model.cfg
-        ways = {"": 0.0, "_no_lookup": 1.0} if cfg.lookup_input else {"": 0.0}
         out = {}
-        for suffix, drop in ways.items():  # a lookup drafter walks with and without its guesses
+        for suffix, drop in scored_ways(model.cfg):
             found = self._walk(model, seqs, drop)
             out.update({k + suffix: v for k, v in found.items()})
         return out

@@ -143,39 +143,35 @@ def frequent_ids(d2t: torch.Tensor, counts: np.ndarray, size: int) -> torch.Tens
 
 
 @torch.no_grad()
-def cut_vocab(model: DFlashModel, counts: np.ndarray, size: int) -> DFlashModel:
-    """A copy of `model` (its dtype, device and attached target) drafting only the `size` most
-    frequent of its draft tokens: its head reads `size` rows instead of all of them. Every kept token
-    keeps its logit (base and Markov bias), and every previous token keeps its own Markov row (the
-    copy indexes them by target id), so the cut drafter proposes what the whole one does wherever
-    the whole one's pick is among the kept tokens."""
+def cut_vocab(model: DFlashModel, size: int) -> DFlashModel:
+    """A copy of `model` (its dtype, device and attached target) drafting only the `size` tokens its
+    training answers held most often (its `token_counts`): its head reads `size` rows instead of all
+    of them. Every kept token keeps its logit (base and Markov bias), and every previous token keeps
+    its own Markov row (the copy indexes them by target id), so the cut drafter proposes what the
+    whole one does wherever the whole one's pick is among the kept tokens."""
     cfg = model.cfg
     vd = model.d2t.shape[0]
+    if model.token_counts is None:
+        raise DraftsmithError(
+            "this drafter carries no token counts to rank its vocabulary by (token_counts.safetensors, "
+            "written by `draftsmith train`): keep every token (--draft-vocab 0), or add them with "
+            "`draftsmith grow-vocab --answers ...`"
+        )
     if not 0 < size < vd:
         raise DraftsmithError(
             f"a cut draft vocabulary must hold 1..{vd - 1} tokens (the drafter has {vd}), got {size}"
         )
-    keep = frequent_ids(model.d2t, counts, size)
+    keep = frequent_ids(model.d2t, model.token_counts, size)
     where = torch.full((cfg.target_vocab_size,), -1, dtype=torch.long)
     where[model.d2t.cpu().long()] = torch.arange(vd)
     rows = where[keep]  # draft indices of the kept tokens in the whole drafter
-    markov = "target" if cfg.markov_rank else cfg.markov_vocab
-    cut = DFlashModel(replace(cfg, draft_vocab_size=size, markov_vocab=markov))
     state = dict(model.state_dict())
     state["d2t"] = keep
     if cfg.markov_rank:
         state["markov_out.weight"] = state["markov_out.weight"][rows.to(state["markov_out.weight"].device)]
-        emb = state["markov_in.weight"]
         if cfg.markov_vocab == "draft":  # draft-index rows + one shared row -> one row per target id
             by_id = where.clamp(min=0)
             by_id[where < 0] = vd  # tokens outside the whole drafter's vocabulary: the shared row
-            emb = emb[by_id.to(emb.device)]
-        state["markov_in.weight"] = emb
-    cut.d2t = torch.empty_like(keep)
-    cut.load_state_dict(state)
-    cut.token_counts = model.token_counts
-    p = next(model.parameters())
-    cut.to(device=p.device, dtype=p.dtype)
-    cut.d2t = cut.d2t.to(p.device)
-    cut.share_target(model, rows)
-    return cut.eval().requires_grad_(False)
+            state["markov_in.weight"] = state["markov_in.weight"][by_id.to(state["markov_in.weight"].device)]
+    markov = "target" if cfg.markov_rank else cfg.markov_vocab
+    return model.derive(replace(cfg, draft_vocab_size=size, markov_vocab=markov), state, rows)
