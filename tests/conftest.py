@@ -92,8 +92,8 @@ def smollm():
     return load_target(dtype="float32")
 
 
-SLOW_MODULES = {"test_real_target", "test_server", "test_llamacpp"}
-"""Modules that run end to end: the real target, a real server, llama.cpp."""
+SLOW_MODULES = {"test_real_target", "test_server", "test_llamacpp", "test_build"}
+"""Modules that run end to end: the real target, a real server, llama.cpp, a whole `draftsmith build`."""
 
 
 def pytest_collection_modifyitems(config, items) -> None:

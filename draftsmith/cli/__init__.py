@@ -1,4 +1,4 @@
-"""Command line: demo, generate, bench, data, train, score, runs, calibrate, plan, methods, suites.
+"""Command line: demo, generate, bench, data, train, build, score, runs, calibrate, plan, methods, suites.
 
 Every user error is a DraftsmithError printed as one line (exit code 2), never a traceback. One
 module per command group adds its commands' parsers next to their functions; common.py holds the
@@ -12,7 +12,7 @@ import os
 import sys
 import warnings
 
-from draftsmith.cli import data, decode, export, plan, serve, train
+from draftsmith.cli import build, data, decode, export, plan, serve, train
 from draftsmith.errors import DraftsmithError
 
 DRAFTING = ("generate", "bench", "sts", "serve")
@@ -40,6 +40,7 @@ def build_parser(train_options: bool = True, drafter_options: bool = True) -> ar
     decode.add_parsers(sub, drafter_options)
     data.add_parsers(sub)
     train.add_parsers(sub, train_options, drafter_options)
+    build.add_parsers(sub)
     export.add_parsers(sub)
     plan.add_parsers(sub)
     serve.add_parsers(sub, drafter_options)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from draftsmith.engine.step_shapes import fixed_rows_arg
 from draftsmith.errors import DraftsmithError
+from draftsmith.planning.acceptance import Acceptance, from_cumulative
 
 MAX_PCIE_GB_PER_TOKEN = 2000.0  # more than any model's weights
 
@@ -96,6 +97,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--draft-len", type=int, default=None, help="with --tau: the draft length it was measured at"
     )
+    g.add_argument(
+        "--drafter",
+        default=None,
+        metavar="DIR",
+        help="a drafter `draftsmith build` measured: its acceptance by draft position per category "
+        "(DIR/acceptance.json) is planned, instead of typical figures",
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
         "--published",
@@ -112,6 +120,53 @@ def _given_tau(args: argparse.Namespace) -> tuple[float, int] | None:
             "--tau and --draft-len come together: the accepted length and the draft length it was measured at"
         )
     return None if args.tau is None else (args.tau, args.draft_len)
+
+
+ACCEPTANCE_FILE = "acceptance.json"
+"""What `draftsmith build` measured of a drafter (acceptance by draft position per category), kept
+with it so the planner can price it on other hardware."""
+
+
+def drafter_acceptances(directory: str | Path) -> list[Acceptance]:
+    """The measured curves a drafter directory carries, one per category."""
+    path = Path(directory) / ACCEPTANCE_FILE
+    if not path.is_file():
+        raise DraftsmithError(
+            f"{directory} holds no {ACCEPTANCE_FILE}: `draftsmith build` writes it from its bench "
+            "(or give the accepted length you measured with --tau and --draft-len)"
+        )
+    try:
+        data = json.loads(path.read_text())
+        rows = [
+            from_cumulative(
+                data["method"],
+                suite,
+                v["acceptance_by_position"],
+                v["tau"],
+                f"measured: {data['measured']}",
+                True,
+            )
+            for suite, v in data["suites"].items()
+            if v.get("tau") and v.get("acceptance_by_position")
+        ]
+    except (ValueError, KeyError, TypeError) as e:
+        raise DraftsmithError(f"{path} is not a drafter's acceptance record ({e})") from e
+    if not rows:
+        raise DraftsmithError(f"{path} holds no measured acceptance")
+    return rows
+
+
+def drafter_plan(
+    directory: str | Path, gpu: str | None, cpu: str | None, model: str | None, bits: float | None
+):
+    """The plan of a drafter's own measured acceptance on the named hardware and model."""
+    from draftsmith.planning import hardware, model_spec
+    from draftsmith.planning.plan import build
+
+    acceptances = drafter_acceptances(directory)
+    hw = hardware.resolve(gpu, cpu, None, None, None)
+    methods = sorted({a.method for a in acceptances})
+    return build(model_spec.resolve(model, bits), hw=hw, methods=methods, acceptances=acceptances)
 
 
 def _split(values: list[str] | None) -> list[str] | None:
@@ -140,6 +195,9 @@ def run(args: argparse.Namespace) -> int:
     if args.measure and args.engine not in (None, "draftsmith"):
         raise DraftsmithError(f"--measure times draftsmith's engine or llama.cpp here, not {args.engine}")
 
+    given = drafter_acceptances(args.drafter) if getattr(args, "drafter", None) else None
+    if given is not None and (args.bench or args.tau is not None):
+        raise DraftsmithError("--drafter brings its own measured acceptance: leave out --bench and --tau")
     bench = bench_file.load(args.bench) if args.bench else None  # bad files fail before any model load
     link = hardware.pcie(args.pcie)
     if args.pcie_gb_per_token is None or not 0 < args.pcie_gb_per_token <= MAX_PCIE_GB_PER_TOKEN:
@@ -160,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         draft_model=draft,
         kv_bits=args.kv_bits,
         given_tau=_given_tau(args),
+        acceptances=given,
     )
     comparison = None
     if args.measure:

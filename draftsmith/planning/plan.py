@@ -204,9 +204,11 @@ def build(
     engine: str | None = None,
     kv_bits: float = 16,
     given_tau: tuple[float, int] | None = None,
+    acceptances: list[Acceptance] | None = None,
 ) -> Plan:
     """The whole plan for one machine, model, engine and workload. given_tau: (tau, draft length) of
-    a drafter measured elsewhere, which replaces the typical acceptance of each method planned."""
+    a drafter measured elsewhere, which replaces the typical acceptance of each method planned;
+    acceptances: a drafter's own measured curves (`plan --drafter`), planned instead of any other."""
     notes = _check_workload(spec, context, answer_len, concurrency, kv_bits)
     if hw is None and measured is None:
         raise DraftsmithError("no hardware: give a preset, explicit numbers or --measure")
@@ -250,7 +252,18 @@ def build(
                 f"--tau must be in [1, draft length + 1] = [1, {k + 1}] at --draft-len {k}, got {tau}"
             )
     rows = _method_rows(
-        spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits, given_tau
+        spec,
+        steps,
+        t1,
+        tile_cap,
+        methods,
+        tasks,
+        bench,
+        draft_model,
+        excluded,
+        kv_bits,
+        given_tau,
+        acceptances,
     )
     plan = Plan(
         hardware=hw.to_json() if hw else {"name": "this machine (measured)", "kind": "measured"},
@@ -490,8 +503,12 @@ def _curve_label(steps: RooflineSteps) -> str:
     return f"{b.key}: load + compute at {b.compute_efficiency:.0%} of peak FLOP/s"
 
 
-def _acceptances(methods, tasks, bench, steps, excluded, given_tau=None) -> list[tuple[str, Acceptance]]:
+def _acceptances(
+    methods, tasks, bench, steps, excluded, given_tau=None, acceptances=None
+) -> list[tuple[str, Acceptance]]:
     pairs: list[tuple[str, Acceptance]] = []
+    if acceptances is not None:
+        return [(a.method, a) for a in acceptances if a.method not in excluded]
     if given_tau is not None:
         return [(m, given(m, t, *given_tau)) for m in methods if m not in excluded for t in tasks or TASKS]
     if bench is not None:
@@ -528,10 +545,21 @@ def _best(acc: Acceptance, d: DrafterCost, steps, limit: int, batch: int | None 
 
 
 def _method_rows(
-    spec, steps, t1, tile_cap, methods, tasks, bench, draft_model, excluded, kv_bits, given_tau=None
+    spec,
+    steps,
+    t1,
+    tile_cap,
+    methods,
+    tasks,
+    bench,
+    draft_model,
+    excluded,
+    kv_bits,
+    given_tau=None,
+    given=None,
 ) -> list[MethodPlan]:
     rows = []
-    for m, acc in _acceptances(methods, tasks, bench, steps, excluded, given_tau):
+    for m, acc in _acceptances(methods, tasks, bench, steps, excluded, given_tau, given):
         d = drafter_cost(COST_OF.get(m, m), spec, draft_model, kv_bits)
         limit = acc.k_max if tile_cap is None else min(acc.k_max, tile_cap)
         k, e, s, _ = _best(acc, d, steps, limit)

@@ -83,6 +83,14 @@ class Recipe:
         """The target layers scoring data must hold for `model` (None: the cache default)."""
         return list(getattr(model.cfg, "target_layers", None) or []) or None
 
+    def tune_options(self, model: nn.Module) -> Any:
+        """Options that build `model` again, for fine-tuning it (`draftsmith build` from a shipped
+        drafter): every option named like a field of its config takes that field's value."""
+        cfg = getattr(model, "cfg", None)
+        names = {f.name for f in dataclasses.fields(self.options)}
+        values = {k: getattr(cfg, k) for k in names if cfg is not None and hasattr(cfg, k)}
+        return self.options(**values)
+
     def score_options(self, model: nn.Module, anchors: int) -> Any:
         """Options for evaluate(): `anchors` per sequence and the model's own draft depth."""
         names = {f.name for f in dataclasses.fields(self.options)}

@@ -323,6 +323,20 @@ class DFlashRecipe(Recipe):
         )
 
     @torch.no_grad()
+    def tune_options(self, model: DFlashModel) -> DFlashOptions:
+        """The drafter's own layout, and the shipped recipe's training choices: a lookup input keeps
+        half of its blocks without guesses (so its exports stay as good), slots weighed by survival."""
+        c = model.cfg
+        values = {f: getattr(c, f) for f in ("block_size", "num_layers", "markov_rank", "markov_state")}
+        values |= {f: getattr(c, f) for f in ("gamma", "qk_norm", "anchor_context", "lookup_input")}
+        return DFlashOptions(
+            **values,
+            draft_vocab=0 if c.draft_vocab_size in (None, c.target_vocab_size) else c.draft_vocab_size,
+            mask_slots=not c.sample_from_anchor,
+            lookup_dropout=0.5 if c.lookup_input else 0.0,
+            survival=True,
+        )
+
     def evaluate(self, model: DFlashModel, seqs: list, opts: DFlashOptions) -> dict[str, float]:
         """Teacher-forced accepted length at fixed anchors: "tau" against the answer's tokens and
         "tau_greedy" against the target's argmax (what greedy decoding accepts; exact on greedy
