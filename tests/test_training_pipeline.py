@@ -185,6 +185,22 @@ def test_training_resume_continues_exactly(tmp_path, method):
     assert {"held_out_tau", "held_out_tau_k3", "held_out_tau_greedy", "held_out_tau_greedy_k3"} <= set(log[2])
 
 
+def test_training_writes_tensorboard_curves_across_a_resume(tmp_path):
+    """The event files hold every logged step's loss and the held-out scores, a resume appending."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    target, cache = tiny_cache(tmp_path, n=8)
+    cfg = _tiny_block_config("dspark", steps=6)
+    train(target, cache, cfg, tmp_path / "run", progress=False, stop_after=3)
+    train(target, cache, cfg, tmp_path / "run", progress=False)
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard")).Reload()
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
+    log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
+    tau = [(e.step, round(e.value, 4)) for e in events.Scalars("held_out/tau")]
+    assert tau == [(r["step"], round(r["held_out_tau"], 4)) for r in log if "held_out_tau" in r] and len(tau) == 2
+
+
 def test_training_runs_compare_in_one_table(tmp_path):
     """An A/B arm that differs in one setting: the comparison table names it."""
     from draftsmith.evaluation.train_runs import curve, runs_table

@@ -12,7 +12,6 @@ import os
 import random
 import re
 import shutil
-import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -201,7 +200,7 @@ def stage_answers(s: BuildSettings, out: Path, target_fp32, api_key: str | None)
     result = {}
     for split in ("held_out", "train"):
         prompts, answers = out / "prompts" / f"{split}.jsonl", out / "answers" / f"{split}.jsonl"
-        stats = regenerate(prompts, answers, engine, progress=sys.stderr.isatty())
+        stats = regenerate(prompts, answers, engine, progress=True)
         order = {r["id"]: i for i, r in enumerate(read_rows(prompts))}
         rows = sorted(read_rows(answers), key=lambda r: order.get(r["id"], len(order)))
         _write_jsonl(answers, rows)
@@ -253,7 +252,7 @@ def stage_cache(s: BuildSettings, out: Path, target) -> dict:
         _layers(s, target),
         max_len=CACHE_LEN,
         confirm=confirm,
-        progress=sys.stderr.isatty(),
+        progress=True,
     )
     return {k: manifest[k] for k in ("sequences", "tokens", "layers", "dropped_no_answer") if k in manifest}
 
@@ -325,7 +324,7 @@ def stage_train(s: BuildSettings, state: BuildState, target, chosen: dict) -> di
     data = TargetCache(state.out / "cache", target)
     held = list(OnlineData(target, state.out / "answers" / "held_out.jsonl", list(data.layers)))
     cfg = train_config(s, target, chosen["steps"], len(held))
-    result = train(target, data, cfg, state.out / "drafter", progress=sys.stderr.isatty(), held_out_data=held)
+    result = train(target, data, cfg, state.out / "drafter", progress=True, held_out_data=held)
     return {
         "steps": result["steps"],
         "init_from": cfg.init_from,
@@ -411,7 +410,7 @@ def stage_bench(s: BuildSettings, out: Path, target_auto, init: Path | None) -> 
         repeats=2,
         max_new_tokens=s.bench_tokens,
         drafter_options={"drafter": drafters},
-        progress=sys.stderr.isatty(),
+        progress=True,
     )
     (out / "bench.json").write_text(json.dumps(result.to_json(), indent=1))
     acceptance = {

@@ -26,6 +26,7 @@ from draftsmith.drafters.registry import recipe_for
 from draftsmith.engine.allocator import bound_freed_memory, keep_freed_memory
 from draftsmith.errors import DraftsmithError
 from draftsmith.training.recipe import Recipe, make_options
+from draftsmith.training.tensorboard import Curves
 
 STATE = "trainer_state.pt"
 MAX_NONFINITE = 20
@@ -278,6 +279,7 @@ def train(
     net = torch.nn.parallel.DistributedDataParallel(model) if world > 1 else model
     loss_fn = torch.compile(recipe.loss, dynamic=True) if compile_loss else recipe.loss
     bar = tqdm(total=cfg.steps, initial=step, desc=f"train {cfg.method}", disable=not progress or rank != 0)
+    curves = Curves(out, enabled=rank == 0)
     t0 = time.perf_counter()
     elapsed0 = log[-1].get("seconds", 0.0) if log else 0.0  # training wall time before a resume
     end = min(cfg.steps, stop_after or cfg.steps)
@@ -315,6 +317,7 @@ def train(
             if rank == 0:  # kept with the drafter: `export --no-lookup` reports what that input is worth
                 (out / HELD_OUT_FILE).write_text(json.dumps({"step": step, "sequences": len(held), **scores}))
         log.append(row)
+        curves.add(row)
         bar.set_postfix(loss=f"{metrics['loss']:.3f}", tau=f"{metrics.get('tau_est', float('nan')):.2f}")
         bar.update()
         if rank == 0 and (step % cfg.save_every == 0 or step == end):
@@ -337,6 +340,7 @@ def train(
             os.replace(tmp, state_path)
             (out / "train_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in log))
     bar.close()
+    curves.close()
     return {
         "steps": step,
         "seconds": round(time.perf_counter() - t0, 1),
