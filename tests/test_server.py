@@ -48,12 +48,17 @@ ENGINES = {
     "serial": dict(max_batch=1),  # one request at a time, any backend
     # continuous batching, confidence-scheduled, with a cost table that makes the scheduler cut drafts
     "batched": dict(max_batch=4, schedule="confidence", cost=lambda b, rows: 1.0 + 0.05 * b * rows),
+    # the default: a request finding the server idle decodes alone, later ones batch meanwhile
+    "adaptive": dict(max_batch=4, cost=lambda b, rows: 1.0 + 0.05 * b * rows, solo=True),
 }
 
 
 @pytest.fixture(scope="module", params=list(ENGINES))
 def server(request) -> Iterator[str]:
-    app = build_app(tiny_target(), ["plain", "ngram"], max_queue=64, **ENGINES[request.param])
+    settings, target = dict(ENGINES[request.param]), tiny_target()
+    if settings.pop("solo", False):
+        settings["solo_target"] = target
+    app = build_app(target, ["plain", "ngram"], max_queue=64, **settings)
     with BackgroundServer(app) as url:
         assert url.startswith("http://127.0.0.1:")
         yield url
@@ -195,6 +200,34 @@ def test_sixteen_concurrent_requests_equal_single_plain_decoding(server, referen
         futures = [pool.submit(ask, i) for i in range(16)]
         answers = [f.result(timeout=90) for f in futures]
     assert answers == expected
+
+
+def test_the_adaptive_worker_serves_a_lone_request_alone_and_batches_the_rest(reference):
+    """One request on an idle server takes the single-request path; eight at once put one there and
+    batch the others between its rounds; every answer is still plain decoding's."""
+    target = tiny_target()
+    app = build_app(
+        target, ["plain", "ngram"], max_batch=4, solo_target=tiny_target(seed=0), schedule="fixed"
+    )
+    worker = app.state.worker
+    expected = [reference(p).text for p in PROMPTS[:8]]
+    with BackgroundServer(app) as url:
+        client = openai_client(url)
+
+        def ask(i: int) -> str:
+            out = client.chat.completions.create(
+                model=f"{MODEL}:ngram" if i % 2 else MODEL,
+                messages=[{"role": "user", "content": PROMPTS[i]}],
+                max_tokens=MAX_TOKENS,
+                temperature=0,
+            )
+            return out.choices[0].message.content
+
+        assert ask(0) == expected[0] and worker.paths == {"solo": 1, "batch": 0}
+        with ThreadPoolExecutor(8) as pool:
+            answers = [f.result(timeout=90) for f in [pool.submit(ask, i) for i in range(8)]]
+    assert answers == expected
+    assert worker.paths["solo"] >= 2 and worker.paths["batch"] >= 1 and sum(worker.paths.values()) == 9
 
 
 # -- bad input -----------------------------------------------------------------------------------

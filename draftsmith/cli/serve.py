@@ -18,7 +18,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in METHODS] or ([] if methods else [args.method])
     if unknown:
         raise DraftsmithError(f"unknown method {unknown[0]!r}; choose one of: {', '.join(METHODS)}")
-    if args.max_batch < 1:
+    if args.max_batch is not None and args.max_batch < 1:
         raise DraftsmithError(f"--max-batch must be >= 1, got {args.max_batch}")
     if args.max_len < 2:
         raise DraftsmithError(f"--max-len must be >= 2, got {args.max_len}")
@@ -41,15 +41,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     from draftsmith.serving.server import build_app, serve
 
-    if args.max_batch > 1:
-        common.batched_dtype(args)
-
-    target = common.load_target(args)
+    target, solo_target, max_batch = _targets(args)
     app = build_app(
         target,
         methods,
         options,
-        max_batch=args.max_batch,
+        max_batch=max_batch,
         max_len=args.max_len,
         max_queue=args.max_queue,
         schedule=args.schedule,
@@ -57,11 +54,40 @@ def cmd_serve(args: argparse.Namespace) -> int:
         draft_margin=args.draft_margin,
         stream_interval=args.stream_interval_ms / 1000,
         api_key=api_key,
+        solo_target=solo_target,
     )
     names = ", ".join([target.name, *(f"{target.name}:{m}" for m in methods)])
     print(f"serving models {names} at http://{args.host}:{args.port}/v1", file=sys.stderr)
     serve(app, args.host, args.port)
     return 0
+
+
+DEFAULT_MAX_BATCH = 8
+
+
+def _targets(args: argparse.Namespace):
+    """(the batch's target, the lone request's target or None, max batch). By default a request that
+    finds the server idle decodes on the single-request path in the dtype asked for (bf16 fixed-shape
+    steps on a CPU with native bf16: a lone user's fastest) and later arrivals batch in float32 (on a
+    CPU the only dtype whose outputs do not depend on their neighbours): two copies of the weights
+    where the dtypes differ. A target the batched path cannot run is served one request at a time."""
+    from draftsmith.engine.lean_llama import LeanLlamaRunner
+
+    if args.max_batch == 1:
+        return common.load_target(args), None, 1
+    batch_args = argparse.Namespace(**vars(args))
+    common.batched_dtype(batch_args)
+    target = common.load_target(batch_args)
+    if args.max_batch is None and not isinstance(target.runner, LeanLlamaRunner):
+        print(
+            f"{target.name}: no batched path for this architecture here; one request at a time",
+            file=sys.stderr,
+        )
+        return (target if batch_args.dtype == args.dtype else common.load_target(args)), None, 1
+    max_batch = args.max_batch or DEFAULT_MAX_BATCH
+    if args.no_solo:
+        return target, None, max_batch
+    return target, (target if batch_args.dtype == args.dtype else common.load_target(args)), max_batch
 
 
 def cmd_loadtest(args: argparse.Namespace) -> int:
@@ -89,9 +115,16 @@ def add_parsers(sub: argparse._SubParsersAction, drafter_options: bool) -> None:
     p.add_argument(
         "--max-batch",
         type=int,
-        default=1,
-        help="requests decoded together (continuous batching; > 1 needs a Llama-family target in "
-        "float32 on CPU); 1 = one request at a time, any target and dtype",
+        default=None,
+        help=f"requests decoded together (continuous batching of Llama/Qwen-family targets, float32 on "
+        f"a CPU; default {DEFAULT_MAX_BATCH}, or 1 where the target cannot batch); 1 = one request at a "
+        "time, any target and dtype",
+    )
+    p.add_argument(
+        "--no-solo",
+        action="store_true",
+        help="batch every request: by default one that finds the server idle decodes alone on the "
+        "single-request path (in --dtype; a second copy of the weights on a CPU) while later ones batch",
     )
     p.add_argument(
         "--max-len", type=int, default=2048, help="batched: tokens per request (prompt + completion)"

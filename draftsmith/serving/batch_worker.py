@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from draftsmith.engine.batch_decode import DRAFT_MARGIN, BatchDecoder, Running
 from draftsmith.engine.drafter import Drafter
@@ -65,17 +65,24 @@ class BatchWorker(SerialWorker):
         while not self._stopping.is_set():
             self._admit(block=not self._handles)
             self._drop_cancelled()
-            if not self._handles:
-                continue
-            try:
-                done = self.decoder.step()
-            except Exception as e:  # the shared forward failed: fail this step's requests, go on
-                log.exception("a batched step failed")
-                for slot in list(self._handles):
-                    self._end(slot, Failed(f"the worker failed on this step: {type(e).__name__}: {e}", 500))
-                continue
-            for run in done:
-                self._finish(run)
+            self._step()
+        self._shut_batch()
+
+    def _step(self) -> None:
+        """One batched step for every request in flight (none: nothing to do)."""
+        if not self._handles:
+            return
+        try:
+            done = self.decoder.step()
+        except Exception as e:  # the shared forward failed: fail this step's requests, go on
+            log.exception("a batched step failed")
+            for slot in list(self._handles):
+                self._end(slot, Failed(f"the worker failed on this step: {type(e).__name__}: {e}", 500))
+            return
+        for run in done:
+            self._finish(run)
+
+    def _shut_batch(self) -> None:
         for slot in list(self._handles):
             self._end(slot, Failed("the server is shutting down", 503, "engine_unavailable"))
 
@@ -132,3 +139,88 @@ class BatchWorker(SerialWorker):
         finish = run.progress.finish or "length"
         streamed = self._streamed[run.slot]
         self._end(run.slot, self._finished(handle, run.progress.new, finish, run.stats, streamed))
+
+
+class _SoloPath(SerialWorker):
+    """The single-request path inside an AdaptiveWorker: its token callback also runs the batch's
+    work between the lone request's rounds (one thread, one OpenMP team)."""
+
+    def __init__(self, *args, between_rounds: Callable[[], None], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.between_rounds = between_rounds
+
+    def _streaming(self, handle: RequestHandle, cancellable: bool):
+        on_tokens, streamed = super()._streaming(handle, cancellable)
+
+        def tick(tokens: list[int]) -> None:
+            on_tokens(tokens)
+            self.between_rounds()
+
+        return tick, streamed
+
+
+class AdaptiveWorker(BatchWorker):
+    """The serving default: a request that finds the server idle decodes on the single-request path
+    (`solo_target`, e.g. bf16 fixed-shape steps on a CPU: a lone user's fastest), and requests that
+    arrive while others run join the continuous batch (the batched path, float32 on a CPU), whose
+    steps run between the lone request's rounds until it ends. Every request's output is its own
+    path's plain decoding, whichever path it took."""
+
+    def __init__(
+        self,
+        solo_target: Target,
+        solo_drafters: Mapping[str, Drafter],
+        target: Target,
+        drafters: Mapping[str, Drafter],
+        **kwargs,
+    ) -> None:
+        super().__init__(target, drafters, **kwargs)
+        schedule = "history" if self.schedule == "confidence" else self.schedule  # a batch's schedule
+        self.solo = _SoloPath(
+            solo_target,
+            solo_drafters,
+            k=self.k,
+            metrics=self.metrics,
+            schedule=schedule,
+            stream_interval=self.stream_interval,
+            between_rounds=self._between_rounds,
+        )
+        self.solo._stopping = self._stopping  # one stop for both paths
+        self.paths = {"solo": 0, "batch": 0}  # requests each path started
+
+    @property
+    def batch_size(self) -> int:
+        return len(self._handles) + int(self._current is not None)
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            if self._handles:  # others are running: newcomers join the batch
+                self._admit(block=False)
+                self._drop_cancelled()
+                self._step()
+                continue
+            try:
+                handle = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._current = handle
+            self.paths["solo"] += 1
+            try:
+                self.solo._serve(handle)
+            except Exception:  # a bug in the bookkeeping itself: report it, keep serving
+                log.exception("request %s failed outside the decode loop", handle.request.request_id)
+                handle.emit(Failed("internal error", 500, "internal_error"))
+            finally:
+                self._current = None
+        self._shut_batch()
+
+    def _start(self, handle: RequestHandle) -> None:
+        self.paths["batch"] += 1
+        super()._start(handle)
+
+    def _between_rounds(self) -> None:
+        if self._stopping.is_set():
+            return
+        self._admit(block=False)
+        self._drop_cancelled()
+        self._step()

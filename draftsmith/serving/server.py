@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from draftsmith.errors import DraftsmithError
 from draftsmith.models.target import Target
 from draftsmith.serving.app import DEFAULT_MAX_TOKENS, create_app
-from draftsmith.serving.batch_worker import BatchWorker
+from draftsmith.serving.batch_worker import AdaptiveWorker, BatchWorker
 from draftsmith.serving.prompts import PromptEncoder
 from draftsmith.serving.requests import STREAM_INTERVAL_S
 from draftsmith.serving.worker import SerialWorker, build_drafters
@@ -37,6 +37,7 @@ def build_app(
     draft_margin: float | None = None,
     stream_interval: float = STREAM_INTERVAL_S,
     api_key: str | None = None,
+    solo_target: Target | None = None,
 ) -> FastAPI:
     """The server for `target`, decoding with `methods` (the first is the default model's).
 
@@ -48,6 +49,9 @@ def build_app(
     drafting step must be forecast than a plain one (None: the decoder's default). stream_interval:
     text committed within this many seconds of the last streamed delta joins the next one.
     api_key: required as `Authorization: Bearer KEY` on the API routes (None: open).
+    solo_target (max_batch > 1): a request that finds the server idle decodes alone on this target's
+    single-request path (the same target, or one loaded for it, e.g. bf16 where the batch runs fp32),
+    and later arrivals batch meanwhile (`AdaptiveWorker`); None: every request is batched.
     """
     if max_batch < 1:
         raise DraftsmithError(f"--max-batch must be >= 1, got {max_batch}")
@@ -63,9 +67,7 @@ def build_app(
 
         if cost is None and schedule != "fixed":
             cost = batch_cost.cached(target.runner)
-        worker = BatchWorker(
-            target,
-            drafters,
+        batched = dict(
             max_batch=max_batch,
             max_len=max_len,
             max_queue=max_queue,
@@ -75,6 +77,14 @@ def build_app(
             draft_margin=draft_margin,
             stream_interval=stream_interval,
         )
+        if solo_target is None:
+            worker = BatchWorker(target, drafters, **batched)
+        else:
+            if solo_target is target:  # the same weights, the solo request's own state
+                solo = {m: d.fork() for m, d in drafters.items()}
+            else:
+                solo = build_drafters(solo_target, list(methods), drafter_options, k)
+            worker = AdaptiveWorker(solo_target, solo, target, drafters, **batched)
     prompts = PromptEncoder(target, getattr(worker, "max_context", None))
     return create_app(worker, prompts, model_name or target.name, default_max_tokens, api_key)
 
