@@ -252,7 +252,9 @@ def test_speedups_fall_with_concurrency():
     curve = [c["speedup"]["eagle3"] for c in plan.concurrency]
     assert curve == sorted(curve, reverse=True) and curve[0] > 1.5
     at = {c["concurrency"]: c["speedup"]["eagle3"] for c in plan.concurrency}
-    assert at[64] < 0.85 * at[1]  # not "free until ~256 users"
+    # not "free until ~256 users"; vLLM's per-round cost (fitted at batch 1) is shared by the batch, so
+    # its batch-1 gain is the smaller one (its published batch sweeps: tests/test_plan_published.py)
+    assert at[64] < 0.9 * at[1]
 
 
 # --- CPU/GPU offload ---------------------------------------------------------------------------------

@@ -60,6 +60,17 @@ def test_the_constants_are_what_the_fit_cases_give():
     assert got["vllm efficiency"] == pytest.approx(backends.VLLM_EFFICIENCY, abs=0.002)
     assert got["sglang efficiency"] == pytest.approx(backends.SGLANG_EFFICIENCY, abs=0.002)
     assert got["serving compute efficiency"] == pytest.approx(backends.SERVING_COMPUTE_EFFICIENCY, abs=0.01)
+    assert got["vllm round overhead"] == pytest.approx(backends.VLLM_ROUND_S, abs=2e-5)
+    assert got["vllm draft pass floor"] == pytest.approx(backends.VLLM_PASS_FLOOR_S, abs=2e-5)
+
+
+def test_single_stream_speedups_from_a_given_tau(results):
+    """`plan --tau X --draft-len K`: published batch-1 speedups at their accepted length and draft
+    length, slowdowns included, at least 80% within 25% and none off by 2x."""
+    held = [r for r in results if r.counted and r.case.kind == "speedup"]
+    assert len(held) >= 10 and any(r.case.published < 1 for r in held)
+    assert sum(r.within for r in held) / len(held) >= published.NEEDED
+    assert all(1 / published.NEVER <= r.ratio <= published.NEVER for r in held)
 
 
 def test_backend_spreads_cover_the_published_cases(results):

@@ -115,6 +115,12 @@ class Backend:
     compute_source: str
     expert_efficiency: float = 1.0  # MoE: routed-expert bytes read at this share of the dense rate
     expert_source: str = "not fitted: experts read like dense weights"
+    # speculative rounds: a drafter pass never takes less than pass_floor_s (kernel launches and the
+    # engine's per-step work at batch 1), and a round pays round_s beyond its forward passes
+    # (proposal bookkeeping, rejection sampling)
+    pass_floor_s: float = 0.0
+    round_s: float = 0.0
+    spec_source: str = "not fitted: a round costs its forward passes"
 
     @property
     def name(self) -> str:
@@ -148,6 +154,9 @@ class Backend:
             "compute_source": self.compute_source,
             "expert_efficiency": self.expert_efficiency,
             "expert_source": self.expert_source,
+            "pass_floor_s": self.pass_floor_s,
+            "round_s": self.round_s,
+            "spec_source": self.spec_source,
         }
 
 
@@ -159,6 +168,8 @@ SGLANG_EFFICIENCY = 0.714  # fit: H100 SXM, Llama-3.1-8B BF16, 158.34 tok/s (EAG
 VLLM_EFFICIENCY = 0.734  # fit: A100 40GB, Llama-3.1-8B BF16, ~75 tok/s
 SERVING_COMPUTE_EFFICIENCY = 0.900  # fit: EAGLE-3 in SGLang at batch 64, 1.38x (EAGLE-3 paper Table 3)
 LLAMACPP_EXPERT_EFFICIENCY = 0.276  # fit: RTX 4090, Qwen3-30B-A3B Q4_0, 161.55 tok/s (PR 16834)
+VLLM_PASS_FLOOR_S = 0.00085  # fit: vLLM EAGLE-3 chain of 7, Llama-3.1-8B, H100, batch 1 (vLLM issue 20780)
+VLLM_ROUND_S = 0.00096  # fit: the same at a chain of 2
 # Not fitted: real CPU systems reach 60-85% of the DDR spec; the midpoint.
 CPU_EFFICIENCY_MID = 0.725
 
@@ -221,6 +232,9 @@ BACKENDS: dict[str, Backend] = {
         None,
         SERVING_COMPUTE_EFFICIENCY,
         _ROOF,
+        pass_floor_s=VLLM_PASS_FLOOR_S,
+        round_s=VLLM_ROUND_S,
+        spec_source="fitted to vLLM's EAGLE-3 at chains of 2 and 7 on an H100 (Llama-3.1-8B, batch 1)",
     ),
     "sglang-gpu": Backend(
         "sglang-gpu",

@@ -120,9 +120,11 @@ class RooflineSteps:
         b = self.batch if batch is None else batch
         if k <= 0 or d.read_bytes == 0:
             return 0.0
+        floor = self.backend.pass_floor_s if self.backend else 0.0
+        extra = self.backend.round_s if self.backend else 0.0  # the engine's own work a round
         if d.parallel:
-            return self._pass(d, k + 1, b) + k * d.serial_bytes_per_token / self.bandwidth
-        return k * self._pass(d, 1, b)
+            return max(self._pass(d, k + 1, b), floor) + k * d.serial_bytes_per_token / self.bandwidth + extra
+        return k * max(self._pass(d, 1, b), floor) + extra
 
     def at_batch(self, batch: int) -> RooflineSteps:
         """The same machine and model at another concurrency."""
