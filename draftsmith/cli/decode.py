@@ -155,7 +155,13 @@ def add_parsers(sub: argparse._SubParsersAction, drafter_options: bool) -> None:
     p.set_defaults(func=cmd_generate)
 
     p = sub.add_parser("bench", help="measure methods and peers on evaluation suites")
-    p.add_argument("--methods", default="plain,ngram,hf-plain,hf-prompt-lookup")
+    p.add_argument(
+        "--methods",
+        default="plain,ngram,hf-plain,hf-prompt-lookup",
+        help="our methods (`draftsmith methods`), and peers on the same prompt tokens: hf-plain, "
+        "hf-prompt-lookup (transformers); llamacpp-plain, -ngram, -dflash, -dspark, -eagle3 (llama-server); "
+        "vllm-plain, -ngram, -dflash, -dspark, -eagle3 (vLLM's CPU build: `draftsmith vllm install`)",
+    )
     p.add_argument(
         "--suite", default="humaneval,mtbench,gsm,alpaca", help="comma-separated suite names or .jsonl files"
     )

@@ -1,4 +1,5 @@
-"""Deployment commands: export (a trained drafter in an engine's format), llamacpp (the pinned build)."""
+"""Deployment commands: export (a trained drafter in an engine's format), llamacpp (the pinned build),
+vllm (vLLM's CPU build in its own virtualenv)."""
 
 from __future__ import annotations
 
@@ -61,8 +62,19 @@ def cmd_llamacpp(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_vllm(args: argparse.Namespace) -> int:
+    from draftsmith.deploy import vllm
+
+    if args.action == "install":
+        root = vllm.install(force=args.force)
+        print(f"vLLM {vllm.VERSION} (CPU build) at {root}")
+    else:
+        print(vllm.require())
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    """export, llamacpp."""
+    """export, llamacpp, vllm."""
     p = sub.add_parser("export", help="write a trained drafter in a format vLLM, SGLang or llama.cpp loads")
     p.add_argument(
         "--format",
@@ -112,3 +124,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true", help="install: rebuild even if complete")
     p.add_argument("--archive", default=None, help="install: a local copy of the pinned source archive")
     p.set_defaults(func=cmd_llamacpp)
+
+    p = sub.add_parser("vllm", help="vLLM's CPU build in its own virtualenv (bench peers, export checks)")
+    p.add_argument(
+        "action", choices=["install", "path"], help="install: create it; path: print the vllm executable"
+    )
+    p.add_argument("--force", action="store_true", help="install: reinstall even if complete")
+    p.set_defaults(func=cmd_vllm)

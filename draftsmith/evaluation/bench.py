@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import platform
 import statistics
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -30,6 +31,7 @@ from draftsmith.evaluation.llamacpp_peers import baseline_of
 from draftsmith.evaluation.peers import PEERS, HFPeer
 from draftsmith.evaluation.reliability import by_position
 from draftsmith.evaluation.suites import Prompt
+from draftsmith.evaluation.vllm_peers import PEERS as VLLM_PEERS
 from draftsmith.models.target import Target
 
 BASELINE = "plain"
@@ -72,6 +74,9 @@ class MethodSummary:
     # and checked against
     same_as_plain: int | None = None
     baseline: str = BASELINE
+    # accepted length per round that drafted (vLLM's and llama.cpp's count: rounds with no proposal,
+    # frequent for n-gram, left out); tau above is per target step
+    tau_drafted: float | None = None
 
 
 @dataclass
@@ -112,7 +117,7 @@ def machine_info(target: Target) -> dict:
 
 
 def validate_methods(methods: list[str]) -> list[str]:
-    known = list(METHODS) + list(PEERS) + list(LLAMACPP_PEERS)
+    known = list(METHODS) + list(PEERS) + list(LLAMACPP_PEERS) + list(VLLM_PEERS)
     bad = [m for m in methods if m not in known and not base_method(m)]
     if bad:
         raise DraftsmithError(f"unknown method(s) {', '.join(bad)}; choose from: {', '.join(known)}")
@@ -205,8 +210,24 @@ def _run_bench(
         logs = Path(llamacpp_logs) if llamacpp_logs else Path(tempfile.mkdtemp(prefix="draftsmith-llamacpp-"))
         threads = torch.get_num_threads()
         servers.update(start_peers(llama_names, target, drafters, threads, logs))
-        for name, peer in servers.items():
-            runners[name] = lambda ids, rep, peer=peer: peer.run(ids, max_new_tokens)
+    vllm_names = [m for m in methods if m in VLLM_PEERS]
+    if vllm_names:
+        if not params.greedy:
+            raise DraftsmithError("vLLM peers are benched greedy only (leave --temperature at 0)")
+        import tempfile
+
+        from draftsmith.evaluation.vllm_peers import start_peers as start_vllm
+
+        drafters = drafter_options.get("drafter")
+        drafters = {m: v for m, v in drafters.items() if m != "*"} if isinstance(drafters, dict) else {}
+        logs = Path(llamacpp_logs) if llamacpp_logs else Path(tempfile.mkdtemp(prefix="draftsmith-vllm-"))
+        started, refused = start_vllm(vllm_names, target, drafters, torch.get_num_threads(), logs)
+        servers.update(started)
+        for name, reason in refused.items():  # vLLM cannot run it here: say why, bench the rest
+            print(f"bench: {name} skipped: {reason}", file=sys.stderr)
+            methods = [m for m in methods if m != name]
+    for name, peer in servers.items():
+        runners[name] = lambda ids, rep, peer=peer: peer.run(ids, max_new_tokens)
 
     encoded = {s: [(p, target.encode(p.text, chat=p.chat)) for p in ps] for s, ps in prompts.items()}
     total = sum(len(v) for v in encoded.values()) * repeats * len(methods)
@@ -220,6 +241,7 @@ def _run_bench(
             "k": k,
             "drafter_options": {name: _fields(o) for name, o in options.items() if o is not None},
             "target": target.name,
+            "skipped": refused if vllm_names else {},
         },
         machine=machine_info(target),
     )
@@ -285,13 +307,18 @@ def summarise(
                     prompts=len(first),
                     new_tokens=sum(len(r.tokens) for r in first),
                     tau=round(pooled.tau, 3) if pooled.rounds and name != BASELINE else None,
+                    tau_drafted=(
+                        round(1 + pooled.accepted / pooled.drafted_at[0], 3)
+                        if pooled.drafted_at and pooled.drafted_at[0]
+                        else None
+                    ),
                     acceptance_by_position=[round(a, 3) for a in pooled.acceptance_by_position],
                     tok_s_median=round(statistics.median(tok_s), 2),
                     tok_s_min=round(min(tok_s), 2),
                     tok_s_max=round(max(tok_s), 2),
                     speedup_median=None if name == BASELINE else round(statistics.median(speed), 3),
                     identical=identical,
-                    same_as_plain=same_as_plain if own or name == "llamacpp-plain" else None,
+                    same_as_plain=same_as_plain if own or name in ("llamacpp-plain", "vllm-plain") else None,
                     baseline=ref,
                     calibration=by_position(pooled.confidence),
                     rounds=pooled.rounds or None,
@@ -380,12 +407,14 @@ def calibration_table(summaries: list[MethodSummary], positions: int = 4) -> str
 
 def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
     """The table docs/BENCHMARKS.md shows. "plain" is each method's own engine's plain decoding: a
-    llama.cpp peer's speedup and exactness are against llamacpp-plain; "same as our plain" counts the
-    prompts where it writes exactly what our engine does (its kernels round differently)."""
+    llama.cpp or vLLM peer's speedup and exactness are against llamacpp-plain / vllm-plain; "same as
+    our plain" counts the prompts where it writes exactly what our engine does (its kernels round
+    differently)."""
     head = [
         "suite",
         "method",
         "tau",
+        "tau a drafted round",
         *[f"acc@{i + 1}" for i in range(positions)],
         "tok/s median (min-max)",
         "speedup vs plain",
@@ -405,6 +434,7 @@ def markdown_table(summaries: list[MethodSummary], positions: int = 4) -> str:
             s.suite,
             s.method,
             "-" if s.tau is None else f"{s.tau:.2f}",
+            "-" if s.tau_drafted is None else f"{s.tau_drafted:.2f}",
             *acc,
             f"{s.tok_s_median:.1f} ({s.tok_s_min:.1f}-{s.tok_s_max:.1f})",
             "1.00x" if s.speedup_median is None else f"{s.speedup_median:.2f}x",

@@ -32,9 +32,16 @@ STATS = re.compile(
 )
 
 
+ENGINE_PREFIXES = (PREFIX, "vllm-")
+"""Bench peers that run in another engine, each measured against that engine's own plain decoding."""
+
+
 def baseline_of(name: str) -> str | None:
     """The plain run a method's speedup and exactness are measured against in its own engine."""
-    return "llamacpp-plain" if name.startswith(PREFIX) and name != "llamacpp-plain" else None
+    for prefix in ENGINE_PREFIXES:
+        if name.startswith(prefix) and name != f"{prefix}plain":
+            return f"{prefix}plain"
+    return None
 
 
 def free_port() -> int:

@@ -145,6 +145,20 @@ def _load_gguf(gguf: Path, dtype: torch.dtype):
     return model.to(dtype), tok
 
 
+def hf_directory(source: str | None) -> str:
+    """The target as an HF model another engine (vLLM) loads: the standard-layout directory a GGUF
+    target was converted into (written when it was first loaded), a model directory, or a hub id."""
+    if source in DEFAULT_ALIASES or str(source).endswith(".gguf"):
+        gguf = default_target_file() if source in DEFAULT_ALIASES else Path(source).expanduser()
+        cache = _gguf_cache_dir(gguf)
+        if not (cache / "config.json").is_file():
+            _load_gguf(gguf, torch.float32)  # writes it
+        if not (cache / "config.json").is_file():
+            raise DraftsmithError(f"could not write {gguf.name} as an HF directory under {cache.parent}")
+        return str(cache)
+    return str(Path(source).expanduser()) if Path(source).expanduser().exists() else str(source)
+
+
 def load_model_and_tokenizer(
     source: str | None, dtype: str = "auto", device: str = "auto", cpu_bf16: bool = True
 ):

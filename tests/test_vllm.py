@@ -1,0 +1,42 @@
+"""vLLM (its CPU build, in its own virtualenv) as a bench peer on the real target: it loads the target
+directory draftsmith writes and our EAGLE-3 export through the launch line EXPORT.md gives, decodes
+exactly what its own plain decoding does (fp32), reports accepted lengths from its own counters, and
+a method it cannot run here is skipped with its reason."""
+
+from __future__ import annotations
+
+import pytest
+
+from draftsmith.deploy import vllm
+from draftsmith.evaluation.suites import Prompt
+
+pytestmark = pytest.mark.skipif(not vllm.installed(), reason="vLLM's CPU build not installed (./setup.sh)")
+
+PROMPTS = [
+    Prompt("code", "c0", "Write a Python function that returns the squares of a list of numbers."),
+    Prompt("chat", "h0", "Name three things that make a good cup of tea."),
+]
+
+
+def test_vllm_peers_decode_like_vllm_plain_and_count_acceptance(smollm, tmp_path):
+    from draftsmith.evaluation.bench import run_bench
+
+    result = run_bench(
+        smollm,  # fp32: vLLM's fp32 plain and speculative decoding agree token for token
+        {"code": PROMPTS[:1], "chat": PROMPTS[1:]},
+        ["vllm-plain", "vllm-eagle3", "vllm-dspark"],
+        repeats=1,
+        max_new_tokens=48,
+        progress=False,
+        llamacpp_logs=str(tmp_path / "logs"),
+    )
+    # DSpark runs only in vLLM's Triton model runner, which has no CPU backend: skipped, with the reason
+    assert "vllm-dspark" in result.config["skipped"] and "dspark" in result.config["skipped"]["vllm-dspark"]
+    by = {(s.suite, s.method): s for s in result.summaries}
+    for suite in ("code", "chat"):
+        plain, eagle = by[(suite, "vllm-plain")], by[(suite, "vllm-eagle3")]
+        assert plain.new_tokens > 0 and eagle.identical == eagle.prompts == 1
+        assert eagle.baseline == "vllm-plain" and eagle.speedup_median > 0
+        # vLLM's counters: every round drafts 3 (tau per target step equals tau per drafted round)
+        assert 1.0 < eagle.tau <= 4.0 and eagle.tau_drafted == pytest.approx(eagle.tau, rel=0.05)
+        assert len(eagle.acceptance_by_position) == 3
