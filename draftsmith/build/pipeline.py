@@ -51,7 +51,8 @@ def run_build(s: stages.BuildSettings, out: Path, api_key: str | None = None, de
         from draftsmith.training.cache import TargetCache
 
         t = targets.fp32()
-        chosen = stages.choose_steps(s, state, t, TargetCache(out / "cache", t))
+        speed = lambda: stages.decode_speed(targets.auto(), out)  # noqa: E731
+        chosen = stages.choose_steps(s, state, t, TargetCache(out / "cache", t), speed)
         eta = f", ~{chosen['steps'] * chosen['step_s'] / 60:.0f} min" if "step_s" in chosen else ""
         print(f"build: train: {chosen['steps']} steps ({chosen['from']}{eta})", flush=True)
         return stages.stage_train(s, state, t, chosen)

@@ -25,9 +25,9 @@ CACHE_LEN = 1024
 """Tokens per cached sequence (prompt and answer), as the shipped drafters were trained."""
 PROBE_STEPS = 3
 """Training steps timed to turn a --budget into a step count (the first is warm-up, not counted)."""
-REST_SHARE = 0.2
-"""Share of a --budget kept for what follows training (STS, scores, bench, exports, report)."""
-REST_MIN_S = 120.0
+FIXED_REST_S = 90.0
+"""What follows training besides decoding (scores, exports, report), in seconds: a rough allowance."""
+STS_PROMPTS, STS_TOKENS = 24, 96
 DEPLOY_ENGINES = ("llamacpp", "vllm", "sglang")
 FORMAT_OF = {
     "GGUF": "gguf",
@@ -58,7 +58,7 @@ class BuildSettings:
     regen_batch: int = 32
     anchors: int = 32
     top_up: int | None = None  # train prompts to reach with the offline mix (None: 0 when fine-tuning)
-    bench_prompts: int = 6
+    bench_prompts: int = 16
     bench_tokens: int = 96
     seed: int = 0
     gpu: str | None = None
@@ -285,9 +285,55 @@ def train_config(s: BuildSettings, target, steps: int, held: int):
     )
 
 
-def choose_steps(s: BuildSettings, state: BuildState, target, data) -> dict:
+def bench_suites(s: BuildSettings, out: Path) -> dict[str, list]:
+    """The held-out prompts the bench decodes: --bench-prompts of them, taken in turn from each
+    category so every category is measured."""
+    from draftsmith.evaluation.suites import Prompt
+    from draftsmith.training.jsonl import read_rows
+
+    by_cat: dict[str, list[dict]] = {}
+    for row in read_rows(out / "prompts" / "held_out.jsonl"):
+        by_cat.setdefault(row["category"], []).append(row)
+    suites: dict[str, list[Prompt]] = {c: [] for c in by_cat}
+    for i in range(max(map(len, by_cat.values()), default=0)):
+        for cat, rows in by_cat.items():
+            if i < len(rows) and sum(map(len, suites.values())) < s.bench_prompts:
+                suites[cat].append(Prompt(cat, rows[i]["id"], rows[i]["prompt"]))
+    return {c: ps for c, ps in suites.items() if ps}
+
+
+def decode_speed(target, out: Path, tokens: int = 48) -> float:
+    """Plain decoding's tokens per second here (one held-out prompt): what the stages after training
+    will decode at, measured rather than guessed."""
+    import time
+
+    from draftsmith.drafters.registry import build_drafter
+    from draftsmith.engine.decode import speculative_generate
+    from draftsmith.engine.sampling import SamplingParams
+    from draftsmith.training.jsonl import read_rows
+
+    prompt = next(iter(read_rows(out / "prompts" / "held_out.jsonl")))["prompt"]
+    ids = target.encode(prompt, chat=True)
+    plain = build_drafter("plain", target, None)
+    t0 = time.perf_counter()
+    res = speculative_generate(target.runner, plain, ids, target.stop_rule(tokens), SamplingParams())
+    return max(len(res.tokens), 1) / (time.perf_counter() - t0)
+
+
+def rest_seconds(s: BuildSettings, out: Path, fine_tuned: bool, tok_s: float) -> float:
+    """What the stages after training will take: their decoding at the measured plain speed (drafters
+    decode faster, so this errs long) plus a fixed allowance."""
+    benched = sum(map(len, bench_suites(s, out).values()))
+    tokens = benched * len(bench_methods(s, fine_tuned)) * 2 * s.bench_tokens
+    tokens += STS_PROMPTS * STS_TOKENS if s.method == "dspark" else 0
+    return tokens / tok_s + FIXED_REST_S
+
+
+def choose_steps(s: BuildSettings, state: BuildState, target, data, tok_s=None) -> dict:
     """--steps, or the steps a --budget leaves for training at the step time measured here (a few
-    steps timed on this machine, in a scratch directory), kept with the build so a rerun repeats it."""
+    steps timed on this machine, in a scratch directory), after what the later stages will take at
+    this machine's decoding speed (`tok_s`, measured when called); kept with the build so a rerun
+    repeats it."""
     if state.record.get("steps"):
         return state.record["steps"]
     init = init_drafter(s, target)
@@ -299,15 +345,23 @@ def choose_steps(s: BuildSettings, state: BuildState, target, data) -> dict:
         probe = state.out / "train-probe"
         shutil.rmtree(probe, ignore_errors=True)
         cfg = train_config(s, target, 1000, 0)
-        cfg = type(cfg)(**{**cfg.__dict__, "eval_every": 10**6, "save_every": 10**6})
+        cfg = replace(cfg, eval_every=10**6, save_every=10**6)
         train(target, data, cfg, probe, resume=False, progress=False, stop_after=PROBE_STEPS)
         log = [json.loads(x) for x in (probe / "train_log.jsonl").read_text().splitlines()]
         step_s = (log[-1]["seconds"] - log[0]["seconds"]) / max(1, len(log) - 1)
         shutil.rmtree(probe, ignore_errors=True)
-        rest = max(REST_MIN_S, REST_SHARE * s.budget_s)
+        speed = tok_s()
+        rest = rest_seconds(s, state.out, init is not None, speed)
         left = s.budget_s - state.elapsed() - rest
         steps = max(10, int(left / (step_s * 1.1)))  # 10%: the held-out evaluations along the way
-        chosen = {"steps": steps, "from": "--budget", "step_s": round(step_s, 2), "left_s": round(left)}
+        chosen = {
+            "steps": steps,
+            "from": "--budget",
+            "step_s": round(step_s, 2),
+            "left_s": round(left),
+            "rest_s": round(rest),
+            "plain_tok_s": round(speed, 1),
+        }
         if left <= 0:
             state.note(
                 f"the stages before training used {state.elapsed():.0f} s of the {s.budget_s:.0f} s budget: "
@@ -394,14 +448,8 @@ def stage_bench(s: BuildSettings, out: Path, target_auto, init: Path | None) -> 
     """Plain, n-gram, the new drafter (and the one it started from), interleaved, 2 repeats, on the
     held-out prompts by category: the wall-clock answer in this engine."""
     from draftsmith.evaluation.bench import noise_notes, run_bench
-    from draftsmith.evaluation.suites import Prompt
-    from draftsmith.training.jsonl import read_rows
 
-    suites: dict[str, list[Prompt]] = {}
-    for row in read_rows(out / "prompts" / "held_out.jsonl"):
-        group = suites.setdefault(row["category"], [])
-        if len(group) < s.bench_prompts:
-            group.append(Prompt(row["category"], row["id"], row["prompt"]))
+    suites = bench_suites(s, out)
     drafters = {s.method: str(out / "drafter")} | ({f"{s.method}:start": str(init)} if init else {})
     result = run_bench(
         target_auto(),

@@ -92,7 +92,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="train on at least this many prompts, adding the offline mix (default: 0 when "
         "fine-tuning, 1000 from scratch)",
     )
-    p.add_argument("--bench-prompts", type=int, default=6, help="held-out prompts benched per category")
+    p.add_argument(
+        "--bench-prompts",
+        type=int,
+        default=16,
+        help="held-out prompts benched, taken in turn from each category",
+    )
     p.add_argument("--bench-tokens", type=int, default=96, help="tokens decoded per bench prompt")
     p.add_argument("--seed", type=int, default=0)
     g = p.add_argument_group("the verdict for other hardware (the planner, from the measured acceptance)")
