@@ -9,7 +9,7 @@
 #   vocabulary with the answers' token counts (grow-vocab --size 0), then its confidence head's STS
 #   scales. DFlash: recipes/smollm2-dflash-anchor.toml in the lineage's layout, then relaid into z-lab's
 #   layout and the whole vocabulary by recipes/smollm2-dflash.toml, plus the answers' token counts.
-#   ~1 h on 2 cores for the pair.
+#   ~1.5 h on 2 cores for the pair (DSpark: 30 min of caching, 20 of training).
 # - eagle3, mtp, medusa: from random weights by recipes/smollm2-METHOD.toml on all 2,095 committed
 #   temperature-0.7 answers (~20 min of caching, then 30-60 min each on 2 cores).
 # Usage: [METHODS="dspark dflash eagle3 mtp medusa"] scripts/rebuild_shipped.sh [WORK]
@@ -28,16 +28,21 @@ cache() {  # cache ANSWERS OUT DTYPE
 for m in $METHODS; do
   case $m in
     dspark|dflash)
+      # DFlash: 600 committed answers; DSpark: 2,400 (the same sources in the same shares, 4x as many)
       [ -s "$W/mix.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix.jsonl" 52 \
         answers-train-t07-gpu-20261204:5:6:250 answers-complete-train-t0:1:8:80 answers-train-t07:3:10:150 \
         answers-train-t0:2:2:120:math
-      cache "$W/mix.jsonl" "$W/cache" float32
+      [ -s "$W/mix4.jsonl" ] || .venv/bin/python scripts/mix_answers.py "$W/mix4.jsonl" 52 \
+        answers-train-t07-gpu-20261204:5:3:1000 answers-complete-train-t0:1:2:320 answers-train-t07:3:2:600 \
+        answers-train-t0:0:1:480:math
+      MIX=mix; [ "$m" = dspark ] && MIX=mix4
+      cache "$W/$MIX.jsonl" "$W/cache-$MIX" float32
       cache "$W/dev.jsonl" "$W/dev-cache" float32
       BASE_DIR=$W/base-$m; mkdir -p "$BASE_DIR"
       for f in config.json model.safetensors; do
         [ -s "$BASE_DIR/$f" ] || git show "$BASE:draftsmith/drafters/pretrained/smollm2-$m/$f" > "$BASE_DIR/$f"
       done
-      DATA="--cache $W/cache --held-out-cache $W/dev-cache"
+      DATA="--cache $W/cache-$MIX --held-out-cache $W/dev-cache"
       if [ "$m" = dflash ]; then  # first stage: the lineage's anchor layout, relaid below
         # shellcheck disable=SC2086
         [ -f "$W/dflash-anchor/model.safetensors" ] || $DS train --recipe recipes/smollm2-dflash-anchor.toml \
