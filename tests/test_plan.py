@@ -390,3 +390,21 @@ def test_a_drafter_measured_elsewhere_is_planned_from_its_published_tau(capsys):
     ):
         code, _, err = run(capsys, *args, *extra)
         assert code == 2 and message in err
+
+
+def test_training_cost_estimate_scales_with_the_work_and_the_devices(capsys):
+    from draftsmith.planning import hardware, model_spec
+    from draftsmith.planning.training_cost import estimate
+
+    spec, hw = model_spec.resolve("qwen3-8b", 16), hardware.gpu("h100-sxm")
+    one = estimate(spec, hw, "dspark", 10_000, 5_000)
+    assert estimate(spec, hw, "dspark", 20_000, 5_000).regenerate_s == pytest.approx(2 * one.regenerate_s)
+    assert estimate(spec, hw, "dspark", 10_000, 5_000, devices=4).regenerate_s == pytest.approx(
+        one.regenerate_s / 4
+    )
+    assert estimate(spec, hw, "dspark", 10_000, 10_000).train_s == pytest.approx(2 * one.train_s)
+    assert main(["plan", "--gpu", "4090", "--model", "smollm2-135m", "--train-answers", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "| answers | 1,000 x 512 tokens" in out and "not measured on a GPU here" in out
+    assert main(["plan", "--gpu", "4090", "--train-answers", "10", "--method", "dspark,eagle3"]) == 2
+    assert "one --method" in capsys.readouterr().err

@@ -104,6 +104,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="a drafter `draftsmith build` measured: its acceptance by draft position per category "
         "(DIR/acceptance.json) is planned, instead of typical figures",
     )
+    g = p.add_argument_group("what building a drafter costs on this hardware (an estimate)")
+    g.add_argument(
+        "--train-answers",
+        type=int,
+        default=None,
+        metavar="N",
+        help="estimate regenerating N answers, caching them and training --train-steps on --gpu/--cpu "
+        "(--method: the drafter, default dspark)",
+    )
+    g.add_argument("--train-steps", type=int, default=20000, help="with --train-answers: training steps")
+    g.add_argument(
+        "--devices", type=int, default=1, help="with --train-answers: GPUs (torchrun, vLLM replicas)"
+    )
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument(
         "--published",
@@ -190,6 +203,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(matrix_markdown())
         return 0
+    if getattr(args, "train_answers", None) is not None:
+        return _training_cost(args)
     if args.measure and args.engine == "llamacpp":
         return _llamacpp(args)
     if args.measure and args.engine not in (None, "draftsmith"):
@@ -248,6 +263,23 @@ def run(args: argparse.Namespace) -> int:
             f"{machine.get('cpu_threads')} threads ({machine.get('platform')}); predictions use this "
             "machine's calibration, so both should come from the same machine"
         )
+    return 0
+
+
+def _training_cost(args: argparse.Namespace) -> int:
+    """`plan --train-answers N`: what building a drafter would take on the named hardware."""
+    from draftsmith.planning import hardware, model_spec
+    from draftsmith.planning.training_cost import estimate
+
+    if args.train_answers < 1 or args.train_steps < 1 or args.devices < 1:
+        raise DraftsmithError("--train-answers, --train-steps and --devices must be >= 1")
+    methods = _split(args.method) or ["dspark"]
+    if len(methods) > 1:
+        raise DraftsmithError("--train-answers estimates one drafter: name one --method")
+    hw = hardware.resolve(args.gpu, args.cpu, args.bandwidth, args.tflops, args.vram)
+    spec = model_spec.resolve(args.model, args.bits)
+    cost = estimate(spec, hw, methods[0], args.train_answers, args.train_steps, args.devices, args.answer_len)
+    print(json.dumps(cost.to_json(), indent=1) if args.json else cost.markdown(hw, spec, methods[0]))
     return 0
 
 
