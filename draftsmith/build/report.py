@@ -43,9 +43,13 @@ def _plots(
             ax.plot(
                 steps, [r["held_out_tau_no_lookup"] for r in evals], "s--", label="yours, no lookup input"
             )
-        start = score.get("start_scores", {}).get("all", {}).get("tau")
-        if start:
-            ax.axhline(start, color="grey", linestyle=":", label="the drafter it started from")
+        start = score.get("start_scores", {}).get("all", {})
+        if start.get("tau"):
+            ax.axhline(start["tau"], color="C0", linestyle=":", label="the drafter it started from")
+        if start.get("tau_no_lookup") and "held_out_tau_no_lookup" in evals[0]:
+            ax.axhline(
+                start["tau_no_lookup"], color="C1", linestyle=":", label="... without its lookup input"
+            )
         ax.set_xlabel("training step")
         ax.set_ylabel("held-out tau (every slot)")
         ax.legend()
@@ -117,11 +121,12 @@ def verdict(s: BuildSettings, score: dict, log: list[dict], steps: dict, record:
         return "No held-out score was recorded."
     if start is None:
         return f"Trained from scratch: held-out tau {yours:.3f} (every slot, teacher-forced)."
-    evals = [r["held_out_tau"] for r in log if "held_out_tau" in r]
+    evals = [(r["step"], r["held_out_tau"]) for r in log if "held_out_tau" in r]
     trend = ""
     if len(evals) >= 2:
-        rise = evals[-1] - evals[-2]
-        trend = f" Over the last two evaluations it moved {rise:+.3f}: " + (
+        half = next((e for e in evals if e[0] >= evals[-1][0] / 2), evals[0])
+        rise = evals[-1][1] - half[1]
+        trend = f" From step {half[0]} to {evals[-1][0]} it moved {rise:+.3f}: " + (
             "still rising, so more steps (a larger --budget) should lift it further."
             if rise > 0.005
             else "flat or falling, so more of your answers, not more steps, is what would lift it."
@@ -252,9 +257,9 @@ def _deploy(exports: dict) -> str:
     lines = []
     for engine, e in exports.items():
         if "command" in e:
-            notes = "".join(f" {n}" for n in e.get("notes", []))
+            notes = "".join(f"; {n}" for n in e.get("notes", []))
             lines.append(
-                f"- **{engine}** ({e['format']}, `{e['path']}`){notes}:\n\n  ```bash\n  {e['command']}\n  ```"
+                f"- **{engine}** ({e['format']}, `{e['path']}`{notes}):\n\n  ```bash\n  {e['command']}\n  ```"
             )
         else:
             lines.append(f"- **{engine}**: {e.get('skipped') or 'export failed: ' + e.get('failed', '?')}")
