@@ -16,7 +16,8 @@ import torch
 
 from draftsmith.deploy import llamacpp
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.llamacpp_peers import STATS, baseline_of, free_port
+from draftsmith.evaluation.llamacpp_peers import STATS, baseline_of
+from draftsmith.evaluation.servers import free_port
 
 
 def test_cpu_flags_name_what_the_cpu_has_and_never_amx():
@@ -213,7 +214,7 @@ def test_bench_runs_llama_cpp_peers_beside_our_engine(tmp_path, real_target):
         repeats=1,
         max_new_tokens=24,
         progress=False,
-        llamacpp_logs=str(tmp_path / "logs"),
+        peer_logs=str(tmp_path / "logs"),
     )
     by = {s.method: s for s in res.summaries if s.suite == "mix"}
     peer = by["llamacpp-dspark"]

@@ -198,7 +198,8 @@ def test_training_writes_tensorboard_curves_across_a_resume(tmp_path):
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2, 3, 4, 5, 6]
     log = [json.loads(x) for x in (tmp_path / "run" / "train_log.jsonl").read_text().splitlines()]
     tau = [(e.step, round(e.value, 4)) for e in events.Scalars("held_out/tau")]
-    assert tau == [(r["step"], round(r["held_out_tau"], 4)) for r in log if "held_out_tau" in r] and len(tau) == 2
+    assert len(tau) == 2
+    assert tau == [(r["step"], round(r["held_out_tau"], 4)) for r in log if "held_out_tau" in r]
 
 
 def test_training_runs_compare_in_one_table(tmp_path):

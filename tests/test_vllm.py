@@ -28,7 +28,7 @@ def test_vllm_peers_decode_like_vllm_plain_and_count_acceptance(smollm, tmp_path
         repeats=1,
         max_new_tokens=48,
         progress=False,
-        llamacpp_logs=str(tmp_path / "logs"),
+        peer_logs=str(tmp_path / "logs"),
     )
     # DSpark runs only in vLLM's Triton model runner, which has no CPU backend: skipped, with the reason
     assert "vllm-dspark" in result.config["skipped"] and "dspark" in result.config["skipped"]["vllm-dspark"]

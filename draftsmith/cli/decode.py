@@ -102,7 +102,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         drafter_options=drafter_values,
         source=args.target,
         checkpoint=lambda partial: save(partial, final=False),
-        llamacpp_logs=str(Path(args.out).with_suffix("")) + "-llamacpp-logs" if args.out else None,
+        peer_logs=str(Path(args.out).with_suffix("")) + "-peer-logs" if args.out else None,
     )
     print(save(result))
     if args.out:

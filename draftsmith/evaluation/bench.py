@@ -146,20 +146,20 @@ def run_bench(
     source: str | None = None,
     progress: bool = True,
     checkpoint: Callable[[BenchResult], None] | None = None,
-    llamacpp_logs: str | None = None,
+    peer_logs: str | None = None,
 ) -> BenchResult:
     """Run every method on every prompt `repeats` times, interleaved; summarise per suite.
 
     checkpoint: called after each repeat but the last with the result so far (complete repeats
     only, config["repeats_done"]), so a long bench that is stopped keeps what it measured.
-    llamacpp_logs: folder for the llama-server logs of llama.cpp peers (default: a temporary one).
+    peer_logs: folder for the server logs of llama.cpp and vLLM peers (default: a temporary one).
     drafter_options: option values by name, each method taking its own (`registry.method_options`);
     a value may be per method or variant, {name: value, "*": every method}, as the CLI's flags give."""
     peers: dict = {}
     try:
         return _run_bench(
             target, prompts, methods, repeats, max_new_tokens, params, k, drafter_options, source,
-            progress, checkpoint, llamacpp_logs, peers,
+            progress, checkpoint, peer_logs, peers,
         )
     finally:
         for peer in peers.values():
@@ -168,7 +168,7 @@ def run_bench(
 
 def _run_bench(
     target, prompts, methods, repeats, max_new_tokens, params, k, drafter_options, source, progress,
-    checkpoint, llamacpp_logs, servers,
+    checkpoint, peer_logs, servers,
 ) -> BenchResult:
     if repeats < 1:
         raise DraftsmithError(f"repeats must be >= 1, got {repeats}")
@@ -197,32 +197,27 @@ def _run_bench(
     if peer_names:
         for name, peer in HFPeer.load(peer_names, target, source).items():
             runners[name] = lambda ids, rep, peer=peer: (*peer.run(ids, max_new_tokens, params), None)
-    llama_names = [m for m in methods if m in LLAMACPP_PEERS]
-    if llama_names:
+    engine_names = [m for m in methods if m in LLAMACPP_PEERS or m in VLLM_PEERS]
+    refused: dict[str, str] = {}
+    if engine_names:  # other engines' servers on loopback, each benched against its own plain
         if not params.greedy:
-            raise DraftsmithError("llama.cpp peers are benched greedy only (leave --temperature at 0)")
+            raise DraftsmithError("llama.cpp and vLLM peers are benched greedy (leave --temperature at 0)")
         import tempfile
 
-        from draftsmith.evaluation.llamacpp_peers import start_peers
-
-        drafters = drafter_options.get("drafter")
-        drafters = {m: v for m, v in drafters.items() if m != "*"} if isinstance(drafters, dict) else {}
-        logs = Path(llamacpp_logs) if llamacpp_logs else Path(tempfile.mkdtemp(prefix="draftsmith-llamacpp-"))
-        threads = torch.get_num_threads()
-        servers.update(start_peers(llama_names, target, drafters, threads, logs))
-    vllm_names = [m for m in methods if m in VLLM_PEERS]
-    if vllm_names:
-        if not params.greedy:
-            raise DraftsmithError("vLLM peers are benched greedy only (leave --temperature at 0)")
-        import tempfile
-
+        from draftsmith.evaluation.llamacpp_peers import start_peers as start_llamacpp
         from draftsmith.evaluation.vllm_peers import start_peers as start_vllm
 
         drafters = drafter_options.get("drafter")
         drafters = {m: v for m, v in drafters.items() if m != "*"} if isinstance(drafters, dict) else {}
-        logs = Path(llamacpp_logs) if llamacpp_logs else Path(tempfile.mkdtemp(prefix="draftsmith-vllm-"))
-        started, refused = start_vllm(vllm_names, target, drafters, torch.get_num_threads(), logs)
-        servers.update(started)
+        logs = Path(peer_logs) if peer_logs else Path(tempfile.mkdtemp(prefix="draftsmith-peers-"))
+        threads = torch.get_num_threads()
+        llama_names = [m for m in engine_names if m in LLAMACPP_PEERS]
+        vllm_names = [m for m in engine_names if m in VLLM_PEERS]
+        if llama_names:
+            servers.update(start_llamacpp(llama_names, target, drafters, threads, logs))
+        if vllm_names:
+            started, refused = start_vllm(vllm_names, target, drafters, threads, logs)
+            servers.update(started)
         for name, reason in refused.items():  # vLLM cannot run it here: say why, bench the rest
             print(f"bench: {name} skipped: {reason}", file=sys.stderr)
             methods = [m for m in methods if m != name]
@@ -241,7 +236,7 @@ def _run_bench(
             "k": k,
             "drafter_options": {name: _fields(o) for name, o in options.items() if o is not None},
             "target": target.name,
-            "skipped": refused if vllm_names else {},
+            "skipped": refused,
         },
         machine=machine_info(target),
     )

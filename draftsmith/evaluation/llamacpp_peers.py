@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
 import subprocess
 import time
 import urllib.error
@@ -22,6 +21,7 @@ from pathlib import Path
 
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
+from draftsmith.evaluation.servers import free_port, wait_healthy
 from draftsmith.paths import data_dir
 
 PREFIX = "llamacpp-"
@@ -42,12 +42,6 @@ def baseline_of(name: str) -> str | None:
         if name.startswith(prefix) and name != f"{prefix}plain":
             return f"{prefix}plain"
     return None
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def drafter_source(method: str, directory: str | Path | None, target) -> Path:
@@ -144,20 +138,13 @@ class LlamaServerPeer:
         self.run([1, 2, 3, 4], 8)  # warm up (graph allocation, first-touch pages) outside the timings
 
     def _wait_ready(self, timeout: float = 120.0) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
-                raise DraftsmithError(f"llama-server for {self.name} exited: {' | '.join(tail)}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.25)
-        self.close()
-        raise DraftsmithError(f"llama-server for {self.name} did not start within {timeout:.0f} s")
+        state = wait_healthy(self.proc, self.port, timeout)
+        if state == "exited":
+            tail = self.log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise DraftsmithError(f"llama-server for {self.name} exited: {' | '.join(tail)}")
+        if state == "timeout":
+            self.close()
+            raise DraftsmithError(f"llama-server for {self.name} did not start within {timeout:.0f} s")
 
     def _draft_totals(self, wait: float = 2.0) -> tuple[int, float] | None:
         """Cumulative (draft calls, drafting ms) of the newest statistics line (printed as a request

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.llamacpp_peers import drafter_source, free_port
+from draftsmith.evaluation.llamacpp_peers import drafter_source
+from draftsmith.evaluation.servers import free_port, wait_healthy
 from draftsmith.paths import data_dir
 
 PREFIX = "vllm-"
@@ -131,19 +132,14 @@ class VllmPeer:
         self.run([1, 2, 3, 4], 8)  # warm up outside the timings
 
     def _wait_ready(self, timeout: float = 600.0) -> None:
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < timeout:
-            if self.proc.poll() is not None:
-                raise PeerUnavailable(f"{self.name}: vLLM exited: {self.reason()}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except (urllib.error.URLError, OSError):
-                pass
-            time.sleep(0.5)
-        self.close()
-        raise DraftsmithError(f"vLLM for {self.name} did not start within {timeout:.0f} s (log: {self.log})")
+        state = wait_healthy(self.proc, self.port, timeout, poll=0.5)
+        if state == "exited":
+            raise PeerUnavailable(f"{self.name}: vLLM exited: {self.reason()}")
+        if state == "timeout":
+            self.close()
+            raise DraftsmithError(
+                f"vLLM for {self.name} did not start within {timeout:.0f} s (log: {self.log})"
+            )
 
     def reason(self) -> str:
         """vLLM's own last error line from its log."""
