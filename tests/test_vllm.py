@@ -31,7 +31,7 @@ def test_vllm_peers_decode_like_vllm_plain_and_count_acceptance(smollm, tmp_path
         peer_logs=str(tmp_path / "logs"),
     )
     # DSpark runs only in vLLM's Triton model runner, which has no CPU backend: skipped, with the reason
-    assert "vllm-dspark" in result.config["skipped"] and "dspark" in result.config["skipped"]["vllm-dspark"]
+    assert "does not support: dspark" in result.config["skipped"]["vllm-dspark"]
     by = {(s.suite, s.method): s for s in result.summaries}
     for suite in ("code", "chat"):
         plain, eagle = by[(suite, "vllm-plain")], by[(suite, "vllm-eagle3")]
@@ -40,3 +40,40 @@ def test_vllm_peers_decode_like_vllm_plain_and_count_acceptance(smollm, tmp_path
         # vLLM's counters: every round drafts 3 (tau per target step equals tau per drafted round)
         assert 1.0 < eagle.tau <= 4.0 and eagle.tau_drafted == pytest.approx(eagle.tau, rel=0.05)
         assert len(eagle.acceptance_by_position) == 3
+
+
+def test_regenerate_against_a_real_vllm_server(smollm, tmp_path):
+    """`data regenerate --engine openai` (the documented GPU path for answers) against `vllm serve`
+    on loopback: the answers come back complete, and in fp32 they are the ones our engine writes."""
+    import json
+
+    import torch
+
+    from draftsmith.evaluation.vllm_peers import VllmPeer, target_directory
+    from draftsmith.training.jsonl import read_rows
+    from draftsmith.training.regenerate import RegenConfig, local_engine, openai_engine, regenerate
+
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": p.id, "prompt": p.text}) + "\n" for p in PROMPTS))
+    cfg = RegenConfig(max_new_tokens=32, temperature=0.0, top_p=1.0, top_k=0, batch=1)
+    server = VllmPeer(
+        "vllm-plain",
+        target_directory(smollm),
+        None,
+        "float32",
+        torch.get_num_threads(),
+        tmp_path / "vllm.log",
+        smollm.eos_ids,
+    )
+    try:
+        engine = openai_engine(f"http://127.0.0.1:{server.port}/v1", "target", cfg, concurrency=2)
+        stats = regenerate(prompts, tmp_path / "vllm.jsonl", engine, progress=False)
+    finally:
+        server.close()
+    assert stats["written"] == len(PROMPTS)
+    theirs = {r["id"]: r for r in read_rows(tmp_path / "vllm.jsonl")}
+    regenerate(prompts, tmp_path / "ours.jsonl", local_engine(smollm, cfg), progress=False)
+    ours = {r["id"]: r for r in read_rows(tmp_path / "ours.jsonl")}
+    for pid, row in theirs.items():
+        assert row["answer"].strip() and row["new_tokens"] > 0 and row["finish_reason"] in ("stop", "length")
+        assert row["answer"] == ours[pid]["answer"], (pid, row["answer"], ours[pid]["answer"])

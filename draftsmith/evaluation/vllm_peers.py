@@ -142,10 +142,13 @@ class VllmPeer:
             )
 
     def reason(self) -> str:
-        """vLLM's own last error line from its log."""
-        lines = self.log.read_text(errors="replace").strip().splitlines()
-        errors = [x for x in lines if "Error" in x or "error" in x] or lines[-1:] or ["(no output)"]
-        return errors[-1].strip()[-300:]
+        """vLLM's own error from its log: the message of its last `Value error` or exception line."""
+        lines = [x.strip() for x in self.log.read_text(errors="replace").splitlines() if x.strip()]
+        for marker in ("Value error, ", "Error: ", "Error:"):
+            found = [x for x in lines if marker in x and "errors.pydantic.dev" not in x]
+            if found:
+                return found[-1].split(marker, 1)[1].split(" [type=")[0][:300]
+        return (lines[-1] if lines else "(no output)")[:300]
 
     def run(self, ids: list[int], max_new_tokens: int) -> tuple[list[int], float, GenerationStats | None]:
         before = metrics(self.port) if self.name != "vllm-plain" else None
