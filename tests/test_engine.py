@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 import torch
@@ -252,6 +253,7 @@ def test_other_load_counts_the_servers_we_time_as_ours_and_clamps(monkeypatch):
     monkeypatch.setattr(cpu_load, "_machine_ticks", lambda: ticks.pop(0))
     monkeypatch.setattr(cpu_load.os, "times", lambda: os.times_result((5.0, 0.0, 0.0, 0.0, 0.0)))
     monkeypatch.setattr(cpu_load, "_process_seconds", lambda pid: server.pop(0))
+    monkeypatch.setattr(cpu_load, "_with_descendants", lambda pids: set(pids))
 
     def share(busy: float, total: float, served: float, pids=(42,)) -> float | None:
         ticks[:] = [(0, 0), (round(busy * hz), round(total * hz))]
@@ -272,6 +274,26 @@ def test_other_load_counts_the_servers_we_time_as_ours_and_clamps(monkeypatch):
     with cpu_load.OtherLoad((42,)) as load:
         pass
     assert load.fraction is None and cpu_load.cacheable(load, "x", "y")
+
+
+def test_a_servers_own_children_count_as_ours():
+    """A vLLM server runs its engine in child processes: their CPU time is the server's."""
+    import subprocess
+
+    import draftsmith.engine.cpu_load as cpu_load
+
+    proc = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        for _ in range(100):
+            found = cpu_load._with_descendants((proc.pid,))
+            if len(found) >= 2:
+                break
+            time.sleep(0.02)
+        assert proc.pid in found and len(found) >= 2  # the shell and its sleep
+        assert os.getpid() not in found
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_a_step_table_timed_under_load_serves_the_run_but_is_not_cached(monkeypatch, tmp_path, caplog):

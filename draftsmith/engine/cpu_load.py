@@ -30,9 +30,36 @@ def _machine_ticks() -> tuple[int, int]:
 
 
 def _own_seconds(pids: tuple[int, ...] = ()) -> float:
-    """CPU seconds of this process, and of the processes `pids` (servers it started and times)."""
+    """CPU seconds of this process, and of the processes `pids` (servers it started and times) with
+    every process they started (a vLLM server's engine core and worker)."""
     t = os.times()
-    return t.user + t.system + sum(_process_seconds(pid) for pid in pids)
+    total = t.user + t.system + sum(_process_seconds(pid) for pid in pids)  # a server gone: unknown
+    for pid in _with_descendants(pids) - set(pids):
+        try:
+            total += _process_seconds(pid)
+        except (OSError, ValueError, IndexError):  # a helper process that ended meanwhile
+            pass
+    return total
+
+
+def _with_descendants(pids: tuple[int, ...]) -> set[int]:
+    if not pids:
+        return set()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):  # gone meanwhile
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), list(pids)
+    while todo:
+        pid = todo.pop()
+        if pid not in found:
+            found.add(pid)
+            todo += children.get(pid, [])
+    return found
 
 
 def _process_seconds(pid: int) -> float:
@@ -45,7 +72,7 @@ def _process_seconds(pid: int) -> float:
 class OtherLoad:
     """Context manager: after the block, `fraction` is the share of the whole machine's CPU time that
     other processes used while it ran (0 to 1), or None where /proc/stat cannot be read. `pids`:
-    processes whose work counts as ours (a bench's llama-server peers)."""
+    processes whose work, and their children's, counts as ours (a bench's llama-server and vLLM peers)."""
 
     def __init__(self, pids: tuple[int, ...] = ()) -> None:
         self.fraction: float | None = None

@@ -52,11 +52,14 @@ class BenchFile:
         )
 
     def speculative_rows(self) -> list[BenchRow]:
-        """Rows of draftsmith's own methods that drafted (plain and the HF and llama.cpp peers excluded)."""
+        """Rows of draftsmith's own methods that drafted (plain and the other engines' peers excluded)."""
         return [
             r
             for r in self.rows
-            if r.method != "plain" and not r.method.startswith("llamacpp-") and r.cumulative and r.rounds
+            if r.method != "plain"
+            and not r.method.startswith(("llamacpp-", "vllm-"))
+            and r.cumulative
+            and r.rounds
         ]
 
 
