@@ -363,7 +363,8 @@ def round_cost_table(summaries: list[MethodSummary]) -> str:
     """Drafting and verification time a round per suite and method, and the speedup the same
     acceptance would give with free drafting: whether a method is held back by what it accepts or
     by what its drafts cost (empty when no method ran through the engine)."""
-    rows = [s for s in summaries if s.rounds]
+    # a peer whose engine reports no round timings (vLLM) is left out rather than shown as free
+    rows = [s for s in summaries if s.rounds and (s.draft_ms or s.verify_ms)]
     if not rows:
         return ""
     lines = [
