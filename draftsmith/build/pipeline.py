@@ -36,7 +36,7 @@ class Targets:
 
 def run_build(s: stages.BuildSettings, out: Path, api_key: str | None = None, device: str = "auto") -> dict:
     s.check()
-    state = BuildState(out, {k: v for k, v in asdict(s).items()})
+    state = BuildState(out, asdict(s))
     targets = Targets(s.target, device)
     init = functools.cache(lambda: stages.init_drafter(s, targets.fp32()))
     state.run("prompts", lambda: stages.stage_prompts(s, out, init() is not None))

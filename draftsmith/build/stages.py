@@ -7,6 +7,7 @@ training from its last checkpoint)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import random
@@ -223,17 +224,22 @@ def init_drafter(s: BuildSettings, target) -> Path | None:
     return shipped_drafter(s.method, target)
 
 
+@functools.cache
+def _start_model(s: BuildSettings, target):
+    """The drafter training starts from, loaded once per build (None: scratch)."""
+    from draftsmith.drafters.registry import recipe_for
+
+    init = init_drafter(s, target)
+    return None if init is None else recipe_for(s.method).load(target, str(init))
+
+
 def _layers(s: BuildSettings, target) -> list[int]:
     from draftsmith.drafters.dflash.config import default_target_layers
     from draftsmith.drafters.registry import recipe_for
 
-    init = init_drafter(s, target)
-    if init is not None:
-        recipe = recipe_for(s.method)
-        layers = recipe.score_layers(recipe.load(target, str(init)))
-        if layers:
-            return layers
-    return default_target_layers(target.runner.num_layers)
+    start = _start_model(s, target)
+    layers = recipe_for(s.method).score_layers(start) if start is not None else None
+    return layers or default_target_layers(target.runner.num_layers)
 
 
 def stage_cache(s: BuildSettings, out: Path, target) -> dict:
@@ -264,8 +270,8 @@ def train_config(s: BuildSettings, target, steps: int, held: int):
     from draftsmith.training.train import TrainConfig
 
     recipe = recipe_for(s.method)
-    init = init_drafter(s, target)
-    opts = recipe.tune_options(recipe.load(target, str(init))) if init else recipe.options()
+    init, start = init_drafter(s, target), _start_model(s, target)
+    opts = recipe.tune_options(start) if start is not None else recipe.options()
     if hasattr(opts, "anchors"):
         opts = type(opts)(**{**asdict(opts), "anchors": s.anchors})
     return TrainConfig(
@@ -395,9 +401,9 @@ def stage_sts(s: BuildSettings, out: Path, target_auto) -> dict:
     from draftsmith.evaluation.sts import run_sts
     from draftsmith.training.jsonl import read_rows
 
-    prompts = [r["prompt"] for r in read_rows(out / "prompts" / "train.jsonl")][:24]
+    prompts = [r["prompt"] for r in read_rows(out / "prompts" / "train.jsonl")][:STS_PROMPTS]
     options = method_options(s.method, {"drafter": str(out / "drafter")})
-    args = SimpleNamespace(max_new_tokens=96, no_bias=False, out=None)
+    args = SimpleNamespace(max_new_tokens=STS_TOKENS, no_bias=False, out=None)
     report, path = run_sts(target_auto(), s.method, options, prompts, args)
     return {"file": str(path), "rounds_fitted": len(prompts)}
 

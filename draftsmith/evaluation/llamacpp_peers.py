@@ -77,8 +77,12 @@ def engine_variant(method: str, src: Path) -> tuple[bool, int | None]:
     return not config.get("lookup_input"), cut
 
 
-def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
-    """Our drafter (a directory, or the method's shipped one) as a GGUF, converted once and cached."""
+def engine_export(method: str, directory: str | Path | None, target, fmt: str) -> Path:
+    """Our drafter (a directory, or the method's shipped one) as another engine runs it
+    (`engine_variant`), exported once in `fmt` and cached under the data directory by the digest of
+    its files: a GGUF file for llama.cpp, a speculators directory for vLLM."""
+    import shutil
+
     from draftsmith.export.methods import export_directory
 
     src = Path(drafter_source(method, directory, target))
@@ -86,13 +90,21 @@ def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
     files = sorted(p for p in src.iterdir() if p.is_file())
     blob = b"".join(p.name.encode() + p.read_bytes() for p in files) + f"{lookup}{cut}".encode()
     key = hashlib.sha1(blob).hexdigest()[:12]
-    out = data_dir() / "gguf" / f"{method}-{key}.gguf"
-    if not out.is_file():
+    out = data_dir() / fmt / (f"{method}-{key}.gguf" if fmt == "gguf" else f"{method}-{key}")
+    if not out.exists():
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_suffix(".tmp.gguf")
-        export_directory(src, "gguf", tmp, target, None, lookup=lookup, draft_vocab=cut)
+        tmp = out.with_name(f"{out.stem}.tmp{out.suffix}")  # a kill leaves no half export behind
+        if tmp.is_dir():
+            shutil.rmtree(tmp)
+        tmp.unlink(missing_ok=True)
+        export_directory(src, fmt, tmp, target, None, lookup=lookup, draft_vocab=cut)
         tmp.replace(out)
     return out
+
+
+def drafter_gguf(method: str, directory: str | Path | None, target) -> Path:
+    """Our drafter as llama.cpp runs it, a GGUF converted once and cached."""
+    return engine_export(method, directory, target, "gguf")
 
 
 def completion(port: int, prompt: list[int] | str, max_new_tokens: int) -> dict:

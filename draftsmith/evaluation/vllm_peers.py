@@ -22,9 +22,7 @@ from pathlib import Path
 
 from draftsmith.engine.stats import GenerationStats
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.llamacpp_peers import drafter_source
 from draftsmith.evaluation.servers import free_port, wait_healthy
-from draftsmith.paths import data_dir
 
 PREFIX = "vllm-"
 PEERS = ("vllm-plain", "vllm-ngram", "vllm-dflash", "vllm-dspark", "vllm-eagle3")
@@ -62,18 +60,9 @@ def speculative_config(name: str, target, drafters: dict, k: int = DRAFT_MAX) ->
 
 def exported(method: str, directory, target) -> Path:
     """Our drafter in the speculators format, as vLLM runs it (no draftsmith-only inputs), once."""
-    import hashlib
+    from draftsmith.evaluation.llamacpp_peers import engine_export
 
-    from draftsmith.evaluation.llamacpp_peers import engine_variant
-    from draftsmith.export.methods import export_directory
-
-    src = Path(drafter_source(method, directory, target))
-    lookup, cut = engine_variant(method, src)
-    blob = b"".join(p.name.encode() + p.read_bytes() for p in sorted(src.iterdir()) if p.is_file())
-    out = data_dir() / "vllm" / f"{method}-{hashlib.sha1(blob + f'{lookup}{cut}'.encode()).hexdigest()[:12]}"
-    if not (out / "config.json").is_file():
-        export_directory(src, "speculators", out, target, None, lookup=lookup, draft_vocab=cut)
-    return out
+    return engine_export(method, directory, target, "speculators")
 
 
 def target_directory(target) -> str:
