@@ -375,9 +375,9 @@ def test_apple_and_cpu_presets():
         (["--gpu", "h100"], "ambiguous"),
         (
             ["--gpu", "4090", "--measure", "--engine", "vllm"],
-            "--measure times draftsmith's engine or llama.cpp",
+            "times vLLM on this machine: leave out --gpu",
         ),
-        (["--measure", "--engine", "sglang"], "--measure times draftsmith's engine or llama.cpp"),
+        (["--measure", "--engine", "sglang"], "--measure times draftsmith's engine, llama.cpp or vLLM"),
     ],
 )
 def test_absurd_inputs_are_one_clear_error(capsys, argv, message):

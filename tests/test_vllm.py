@@ -77,3 +77,21 @@ def test_regenerate_against_a_real_vllm_server(smollm, tmp_path):
     for pid, row in theirs.items():
         assert row["answer"].strip() and row["new_tokens"] > 0 and row["finish_reason"] in ("stop", "length")
         assert row["answer"] == ours[pid]["answer"], (pid, row["answer"], ours[pid]["answer"])
+
+
+def test_vllms_steps_and_drafting_are_timed_inside_vllm(smollm, tmp_path):
+    """`plan --measure --engine vllm`'s profile: vLLM in-process, its engine steps timed by the tokens
+    they verify and its drafting timed apart; n-gram drafting on the repeating prompt fills its rounds."""
+    from draftsmith.evaluation.vllm_peers import target_directory
+    from draftsmith.planning import vllm as plan_vllm
+
+    runs = plan_vllm.curve_runs(smollm.tokenizer.encode(plan_vllm.REPEAT_PROMPT), drafts=(2,), tokens=32)
+    found = plan_vllm.profile(target_directory(smollm), "float32", runs, 2, tmp_path / "profile.log")
+    assert set(found) == {"plain", "ngram-2"}
+    assert {n for n, _, _ in found["plain"]["steps"]} == {1}  # plain decoding: one token a step
+    assert all(d == 0.0 for _, _, d in found["plain"]["steps"])
+    filled = [s for n, s, d in found["ngram-2"]["steps"] if n == 3]
+    assert len(filled) >= len(found["ngram-2"]["steps"]) // 2  # most rounds verify 1 + 2 tokens
+    curve = plan_vllm.curve_from(found, "test")
+    assert curve.tokens == (1, 3) and all(0 < s < 1 for s in curve.seconds)
+    assert found["plain"]["prefill_steps"][0][0] == len(runs[0]["prompts"][0])

@@ -432,12 +432,17 @@ def stage_score(s: BuildSettings, out: Path, target) -> dict:
     init = init_drafter(s, target)
     if init is not None:
         drafters["start_scores"] = init
-    layers = _layers(s, target)
-    seqs = {cat: list(OnlineData(target, p, layers)) for cat, p in _held_out_by_category(out).items()}
-    every = [x for group in seqs.values() for x in group]
-    result: dict[str, Any] = {"sequences": len(every), "start_from": str(init) if init else None}
+    held_out = _held_out_by_category(out)
+    data: dict[tuple[int, ...], dict[str, list]] = {}  # the held-out states, per layer set a drafter reads
+    result: dict[str, Any] = {"start_from": str(init) if init else None}
     for name, where in drafters.items():
         model = recipe.load(target, str(where))
+        layers = tuple(recipe.score_layers(model) or _layers(s, target))
+        if layers not in data:
+            data[layers] = {cat: list(OnlineData(target, p, list(layers))) for cat, p in held_out.items()}
+        seqs = data[layers]
+        every = [x for group in seqs.values() for x in group]
+        result["sequences"] = len(every)
         opts = recipe.score_options(model, 32)
         scores = {"all": {**recipe.evaluate(model, every, opts), **recipe.walk(model, every, opts)}}
         for cat, group in seqs.items():
@@ -526,6 +531,8 @@ def target_ref(s: BuildSettings) -> str:
     """How an engine names the target: the user's --target, else the default target's hub id."""
     from draftsmith.export import DEFAULT_VERIFIER
 
+    if s.target and Path(s.target).expanduser().exists():
+        return str(Path(s.target).expanduser().resolve())
     return s.target or DEFAULT_VERIFIER
 
 

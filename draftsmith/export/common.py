@@ -36,7 +36,12 @@ class Verifier:
 
 def verifier_of(target, name: str | None = None) -> Verifier:
     """Verifier facts from a loaded draftsmith Target (the engines need its depth and its hub name)."""
+    from draftsmith.models.loading import DEFAULT_ALIASES
+
     cfg = target.model.config
+    source = getattr(target, "source", None)
+    if not name and source not in DEFAULT_ALIASES:  # the user's own target: its hub id or directory
+        name = str(Path(source).expanduser().resolve()) if Path(str(source)).expanduser().exists() else source
     return Verifier(
         name=name or DEFAULT_VERIFIER,
         architectures=list(getattr(cfg, "architectures", None) or [type(target.model).__name__]),

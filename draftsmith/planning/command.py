@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from draftsmith.engine.step_shapes import fixed_rows_arg
@@ -207,8 +208,12 @@ def run(args: argparse.Namespace) -> int:
         return _training_cost(args)
     if args.measure and args.engine == "llamacpp":
         return _llamacpp(args)
+    if args.measure and args.engine == "vllm":
+        return _vllm(args)
     if args.measure and args.engine not in (None, "draftsmith"):
-        raise DraftsmithError(f"--measure times draftsmith's engine or llama.cpp here, not {args.engine}")
+        raise DraftsmithError(
+            f"--measure times draftsmith's engine, llama.cpp or vLLM here, not {args.engine}"
+        )
 
     given = drafter_acceptances(args.drafter) if getattr(args, "drafter", None) else None
     if given is not None and (args.bench or args.tau is not None):
@@ -347,6 +352,65 @@ def _llamacpp(args: argparse.Namespace) -> int:
 
         print()
         print(markdown(plan))
+    return 0
+
+
+def _vllm(args: argparse.Namespace) -> int:
+    """`plan --measure --engine vllm [--bench B]`: vLLM's verify curve and each drafter's cost a round,
+    timed inside vLLM on this machine, and from a bench's vLLM peers each one's predicted speedup next
+    to the measured one. The drafters timed are the shipped ones (drafting cost depends on a drafter's
+    shape, not its weights)."""
+    import tempfile
+
+    import torch
+
+    from draftsmith.api import load_target
+    from draftsmith.evaluation.vllm_peers import DRAFT_MAX, speculative_config, target_directory
+    from draftsmith.planning import vllm
+
+    if args.gpu or args.cpu:
+        raise DraftsmithError("--measure --engine vllm times vLLM on this machine: leave out --gpu and --cpu")
+    if args.bench and not Path(args.bench).is_file():
+        raise DraftsmithError(f"bench result not found: {args.bench}")
+    bench = json.loads(Path(args.bench).read_text()) if args.bench else {}
+    dtype = args.dtype or bench.get("machine", {}).get("dtype") or "float32"
+    drafts = int(bench.get("config", {}).get("k") or DRAFT_MAX)
+    target = load_target(args.model, dtype="float32")
+    model = target_directory(target)
+    threads = torch.get_num_threads()
+    log = Path(tempfile.mkdtemp(prefix="draftsmith-vllm-plan-")) / "profile.log"
+    probes = [target.encode(p) for p in vllm.PROBES]
+    peers = ["vllm-ngram", "vllm-eagle3", "vllm-dflash"]
+    runs = vllm.curve_runs(target.tokenizer.encode(vllm.REPEAT_PROMPT))
+    for name in peers:
+        runs.append(
+            {
+                "name": name,
+                "speculative_config": speculative_config(name, target, {}, drafts),
+                "prompts": probes,
+                "max_tokens": 64,
+            }
+        )
+    print(f"timing vLLM in {dtype} ({len(runs)} engine loads; log: {log})", file=sys.stderr)
+    found = vllm.profile(model, dtype, runs, threads, log)
+    curve = vllm.curve_from(
+        {k: v for k, v in found.items() if not k.startswith("vllm-")},
+        f"vLLM {dtype}, {threads} threads: engine steps, drafting excluded",
+    )
+    costs = {name: vllm.draft_cost(name, found[name], drafts) for name in peers}
+    rows = vllm.compare(curve, costs, args.bench) if args.bench else []
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "curve": curve.__dict__,
+                    "drafting": {k: c.__dict__ for k, c in costs.items()},
+                    "predicted_vs_measured": [r.to_json() for r in rows],
+                }
+            )
+        )
+    else:
+        print(vllm.report(curve, costs, rows))
     return 0
 
 

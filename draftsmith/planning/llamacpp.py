@@ -24,34 +24,11 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
+from draftsmith.planning.verify_curve import VerifyCurve, break_even, predict
+
+__all__ = ["VerifyCurve", "break_even", "predict"]  # with the measurement and reports below
 
 TOKENS = (1, 2, 3, 4, 5, 6, 8, 12, 16)
-
-
-@dataclass(frozen=True)
-class VerifyCurve:
-    """Seconds of one llama.cpp forward step of k tokens, measured at a few k (interpolated between)."""
-
-    tokens: tuple[int, ...]
-    seconds: tuple[float, ...]
-    source: str
-    row_s: float = 0.0  # llama-server: seconds each verified row beyond the first adds to T(k)
-
-    def step_s(self, k: float) -> float:
-        ks, ss = self.tokens, self.seconds
-        if k <= ks[0]:
-            return ss[0]
-        for i in range(1, len(ks)):
-            if k <= ks[i]:
-                return ss[i - 1] + (ss[i] - ss[i - 1]) * (k - ks[i - 1]) / (ks[i] - ks[i - 1])
-        return ss[-1] * k / ks[-1]  # past the last point: as many rows again cost as much again
-
-    def verify_s(self, k: float) -> float:
-        """Seconds of llama-server's verify step of k tokens (logits and sampling at every row)."""
-        return self.step_s(k) + max(k - 1, 0.0) * self.row_s
-
-    def relative(self) -> dict[int, float]:
-        return {k: round(s / self.seconds[0], 3) for k, s in zip(self.tokens, self.seconds, strict=True)}
 
 
 def measure_curve(model: str | Path, threads: int, tokens=TOKENS, repeats: int = 10) -> VerifyCurve:
@@ -117,15 +94,6 @@ class PeerPrediction:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def predict(
-    curve: VerifyCurve, tau: float, drafts: float, draft_s: float, tokens: float, prefill_s: float
-) -> float:
-    """The speedup over llama.cpp plain decoding of a method with this acceptance and drafting cost."""
-    plain = prefill_s + tokens * curve.step_s(1)
-    spec = prefill_s + tokens / max(tau, 1.0) * (curve.verify_s(1 + drafts) + draft_s)
-    return plain / spec
 
 
 def compare(curve: VerifyCurve, bench_path: str | Path) -> list[PeerPrediction]:
@@ -201,11 +169,6 @@ def compare_plain(curve: VerifyCurve, bench_path: str | Path) -> list[PlainPredi
             )
         )
     return out
-
-
-def break_even(curve: VerifyCurve, draft_s: float, drafts: int = 3) -> float:
-    """The tau a method needs to match plain decoding at d drafts a round and this drafting cost."""
-    return (curve.verify_s(1 + drafts) + draft_s) / curve.step_s(1)
 
 
 def report(curve: VerifyCurve, rows: list[PeerPrediction], plain: list[PlainPrediction] = ()) -> str:

@@ -87,8 +87,11 @@ class Recipe:
         """Options that build `model` again, for fine-tuning it (`draftsmith build` from a shipped
         drafter): every option named like a field of its config takes that field's value."""
         cfg = getattr(model, "cfg", None)
-        names = {f.name for f in dataclasses.fields(self.options)}
-        values = {k: getattr(cfg, k) for k in names if cfg is not None and hasattr(cfg, k)}
+        fields = {f.name: f for f in dataclasses.fields(self.options)}
+        values = {k: getattr(cfg, k) for k in fields if cfg is not None and hasattr(cfg, k)}
+        for k, v in values.items():  # a list the option spells as text, e.g. target layers "2,15,27"
+            if isinstance(v, list | tuple) and isinstance(fields[k].default, str):
+                values[k] = ",".join(map(str, v))
         return self.options(**values)
 
     def score_options(self, model: nn.Module, anchors: int) -> Any:

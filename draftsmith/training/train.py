@@ -126,8 +126,9 @@ def _dist() -> tuple[int, int]:
     return 0, 1
 
 
-WARM_START_FREE = frozenset({"gamma", "extra"})
-"""Drafter config fields a fine-tune may change (loss weighting, free-form notes)."""
+WARM_START_FREE = frozenset({"gamma", "extra", "target_name"})
+"""Drafter config fields a fine-tune may change (loss weighting, free-form notes, what the user calls
+the target: its weights are checked by `target_fingerprint`)."""
 
 
 def warm_start(model: torch.nn.Module, recipe: Recipe, target, source: str) -> set[str]:

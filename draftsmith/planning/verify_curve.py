@@ -1,0 +1,53 @@
+"""A verify-cost curve: what one engine step of k tokens costs in an engine, measured at a few k, and
+the speedup a method with a given acceptance and drafting cost gets from it. A round verifies 1 + d
+tokens (d drafts) plus drafting, and yields tau tokens:
+
+    speedup = (prefill + n T(1)) / (prefill + n / tau (V(1 + d) + draft))
+
+llama.cpp's curve comes from llama-bench (planning/llamacpp.py), vLLM's from its own engine steps
+(planning/vllm.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VerifyCurve:
+    """Seconds of one engine step of k tokens, measured at a few k (interpolated between)."""
+
+    tokens: tuple[int, ...]
+    seconds: tuple[float, ...]
+    source: str
+    row_s: float = 0.0  # llama-server: seconds each verified row beyond the first adds to T(k)
+
+    def step_s(self, k: float) -> float:
+        ks, ss = self.tokens, self.seconds
+        if k <= ks[0]:
+            return ss[0]
+        for i in range(1, len(ks)):
+            if k <= ks[i]:
+                return ss[i - 1] + (ss[i] - ss[i - 1]) * (k - ks[i - 1]) / (ks[i] - ks[i - 1])
+        return ss[-1] * k / ks[-1]  # past the last point: as many rows again cost as much again
+
+    def verify_s(self, k: float) -> float:
+        """Seconds of a verify step of k tokens (llama-server: plus logits and sampling at every row)."""
+        return self.step_s(k) + max(k - 1, 0.0) * self.row_s
+
+    def relative(self) -> dict[int, float]:
+        return {k: round(s / self.seconds[0], 3) for k, s in zip(self.tokens, self.seconds, strict=True)}
+
+
+def predict(
+    curve: VerifyCurve, tau: float, drafts: float, draft_s: float, tokens: float, prefill_s: float
+) -> float:
+    """The speedup over the engine's plain decoding of a method with this acceptance and drafting cost."""
+    plain = prefill_s + tokens * curve.step_s(1)
+    spec = prefill_s + tokens / max(tau, 1.0) * (curve.verify_s(1 + drafts) + draft_s)
+    return plain / spec
+
+
+def break_even(curve: VerifyCurve, draft_s: float, drafts: int = 3) -> float:
+    """The tau a method needs to match plain decoding at d drafts a round and this drafting cost."""
+    return (curve.verify_s(1 + drafts) + draft_s) / curve.step_s(1)

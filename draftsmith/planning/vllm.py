@@ -1,0 +1,223 @@
+"""Speculation in vLLM: its verify-cost curve and each drafter's cost a round, both timed inside vLLM
+on this machine, and the speedups they predict for the bench's vLLM peers.
+
+vLLM's server reports acceptance but no timings, so draftsmith runs vLLM in-process
+(deploy/vllm_profile.py) and times its engine steps and the drafting inside them:
+- the curve V(k): an engine step that verifies k tokens, drafting excluded, from vLLM's own n-gram
+  drafting at 1..7 drafts a round on a prompt that repeats (nearly every round drafts them all), and
+  V(1) from plain decoding. Unlike draftsmith's fixed-shape steps or llama-bench's prompt steps, this
+  is vLLM's whole round around the forward: scheduling, logits at every row, rejection sampling;
+- a drafter's cost a round D: the same profile on a few prompts with its export;
+- tau per target step from a bench's vLLM peers (`draftsmith bench` with vllm-* methods). Then
+
+    speedup = (prefill + n V(1)) / (prefill + n / tau (V(1 + d) + D))
+
+with the prefill the profile's prompt pass and n the bench's answer length.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from draftsmith.errors import DraftsmithError
+from draftsmith.planning.llamacpp import REPEAT_PROMPT
+from draftsmith.planning.verify_curve import VerifyCurve, break_even, predict
+
+DRAFTS = (1, 2, 3, 4, 5, 6, 7)
+PROBES = (
+    "Write a Python function that returns the n-th Fibonacci number.",
+    "Name three things that make a good cup of tea, and say why.",
+    "What is 17 times 23? Explain step by step.",
+)
+"""Prompts on which each drafter's cost a round is timed (what it drafts does not change its cost)."""
+
+
+def profile(model: str, dtype: str, runs: list[dict], threads: int, log: Path, timeout: float = 1800) -> dict:
+    """Run deploy/vllm_profile.py in vLLM's python: {run name: {"steps": [[tokens, step_s, draft_s]...],
+    "prefill_steps": [...]}}."""
+    from draftsmith.deploy import vllm
+
+    python = vllm.require()
+    script = Path(__file__).resolve().parents[1] / "deploy" / "vllm_profile.py"
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"model": model, "dtype": dtype, "runs": runs}, f)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env.pop("PYTHONPATH", None)
+    try:  # -P: the script's folder (which holds deploy/vllm.py) must not shadow the vllm package
+        run = subprocess.run(
+            [str(python), "-P", str(script), f.name], capture_output=True, text=True, env=env, timeout=timeout
+        )
+    finally:
+        os.unlink(f.name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(run.stdout + run.stderr)
+    line = [x for x in run.stdout.splitlines() if x.startswith("VLLM_PROFILE ")]
+    if run.returncode != 0 or not line:
+        tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise DraftsmithError(f"vLLM's profile failed: {tail[0][:300]} (log: {log})")
+    return json.loads(line[-1].removeprefix("VLLM_PROFILE "))["runs"]
+
+
+def ngram_config(drafts: int) -> dict:
+    return {
+        "method": "ngram",
+        "num_speculative_tokens": drafts,
+        "prompt_lookup_min": 1,
+        "prompt_lookup_max": 3,
+    }
+
+
+def curve_runs(repeat_ids: list[int], drafts=DRAFTS, tokens: int = 96) -> list[dict]:
+    """Plain decoding and n-gram drafting at each draft count, on the repeating prompt."""
+    runs = [{"name": "plain", "speculative_config": None, "prompts": [repeat_ids], "max_tokens": tokens}]
+    for d in drafts:
+        runs.append(
+            {
+                "name": f"ngram-{d}",
+                "speculative_config": ngram_config(d),
+                "prompts": [repeat_ids],
+                "max_tokens": tokens,
+            }
+        )
+    return runs
+
+
+def curve_from(runs: dict, source: str) -> VerifyCurve:
+    """V(k): the median engine step of k tokens, drafting excluded (k = 1: plain decoding)."""
+    per: dict[int, float] = {}
+    for name, run in runs.items():
+        k = 1 if name == "plain" else 1 + int(name.removeprefix("ngram-"))
+        steps = [s - d for n, s, d in run["steps"] if n == k]
+        if len(steps) >= 3:  # a draft count the repeating prompt rarely filled is left out
+            per[k] = statistics.median(steps)
+    if 1 not in per or len(per) < 2:
+        raise DraftsmithError("vLLM's profile gave too few verify steps to draw a curve")
+    ks = tuple(sorted(per))
+    return VerifyCurve(ks, tuple(per[k] for k in ks), source)
+
+
+@dataclass(frozen=True)
+class DraftCost:
+    """What drafting costs a round in vLLM (the profile's median), and its prompt pass."""
+
+    method: str
+    drafts: int
+    draft_s: float
+    prefill_s: float
+
+
+def draft_cost(name: str, run: dict, drafts: int) -> DraftCost:
+    draft = [d for _, _, d in run["steps"]]
+    prefill = [s for _, s, _ in run["prefill_steps"]]
+    if not draft:
+        raise DraftsmithError(f"vLLM's profile of {name} has no decode steps")
+    return DraftCost(name, drafts, statistics.median(draft), statistics.median(prefill) if prefill else 0.0)
+
+
+@dataclass(frozen=True)
+class PeerPrediction:
+    suite: str
+    method: str
+    tau: float  # tokens a target step, from the bench
+    drafts: float  # drafts a verified round
+    draft_ms: float  # drafting a round, timed in vLLM
+    verify_ms: float  # V(1 + drafts)
+    predicted: float
+    measured: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def compare(curve: VerifyCurve, costs: dict[str, DraftCost], bench_path: str | Path) -> list[PeerPrediction]:
+    """Predicted against measured speedup over vllm-plain for every vLLM peer that drafted in a bench.
+    A round that drafts nothing (n-gram without a match) still costs a 1-token step: tau per target
+    step already counts it, and its verify step is priced at the drafts it had on average."""
+    data = json.loads(Path(bench_path).read_text())
+    prefill = statistics.median([c.prefill_s for c in costs.values()]) if costs else 0.0
+    out = []
+    for s in data["summaries"]:
+        method = s["method"]
+        if (
+            not method.startswith("vllm-")
+            or method == "vllm-plain"
+            or not s.get("tau")
+            or method not in costs
+        ):
+            continue
+        recs = [
+            r["stats"]
+            for r in data["records"]
+            if r["method"] == method and s["suite"] in ("all", r["suite"]) and r.get("stats")
+        ]
+        if not recs:
+            continue
+        rounds = sum(x["rounds"] for x in recs)
+        drafts = sum(x["drafted"] for x in recs) / rounds
+        tokens = sum(x["new_tokens"] for x in recs) / len(recs)
+        cost = costs[method]
+        draft_s = cost.draft_s * (drafts / cost.drafts if method == "vllm-ngram" else 1.0)
+        pred = predict(curve, s["tau"], drafts, draft_s, tokens, prefill)
+        out.append(
+            PeerPrediction(
+                s["suite"],
+                method,
+                s["tau"],
+                round(drafts, 2),
+                round(1000 * draft_s, 2),
+                round(1000 * curve.verify_s(1 + drafts), 2),
+                round(pred, 3),
+                s.get("speedup_median"),
+            )
+        )
+    return out
+
+
+def report(curve: VerifyCurve, costs: dict[str, DraftCost], rows: list[PeerPrediction]) -> str:
+    lines = [f"## vLLM verify cost on this machine ({curve.source})", ""]
+    lines += ["| tokens in the step | " + " | ".join(map(str, curve.tokens)) + " |"]
+    lines += ["|---|" + "---|" * len(curve.tokens)]
+    lines += ["| ms | " + " | ".join(f"{1000 * s:.2f}" for s in curve.seconds) + " |"]
+    lines += ["| relative to 1 | " + " | ".join(f"{v:.2f}" for v in curve.relative().values()) + " |", ""]
+    if costs:
+        lines += ["## Drafting a round in vLLM (median, timed inside its engine)", ""]
+        lines += [
+            "| method | drafts a round | drafting ms | that + V(1 + drafts), in plain steps |",
+            "|---|---|---|---|",
+        ]
+        for c in costs.values():
+            total = (c.draft_s + curve.verify_s(1 + c.drafts)) / curve.step_s(1)
+            lines.append(f"| {c.method} | {c.drafts} | {1000 * c.draft_s:.2f} | {total:.2f} |")
+        lines.append("")
+    if rows:
+        lines += [
+            "## Predicted against measured, vLLM peers (the bench's tau, this curve, the drafting above)",
+            "",
+            "| suite | method | tau | drafts a round | drafting ms | verify ms | predicted | measured |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            m = "-" if r.measured is None else f"{r.measured:.2f}x"
+            lines.append(
+                f"| {r.suite} | {r.method} | {r.tau:.2f} | {r.drafts:.2f} | {r.draft_ms:.2f} | "
+                f"{r.verify_ms:.2f} | {r.predicted:.2f}x | {m} |"
+            )
+        lines.append("")
+    lines.append(
+        "Break-even tau at 3 drafts a round (speedup 1.0), by drafting cost: "
+        + ", ".join(
+            f"{int(f * 100)}% of a step: {break_even(curve, f * curve.step_s(1)):.2f}"
+            for f in (0.0, 0.25, 0.5, 1.0)
+        )
+    )
+    return "\n".join(lines)
+
+
+def repeat_prompt_ids(target) -> list[int]:
+    return target.tokenizer.encode(REPEAT_PROMPT)

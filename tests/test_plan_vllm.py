@@ -1,0 +1,71 @@
+"""The vLLM round model: a curve of engine steps timed inside vLLM, each peer's drafting cost, and the
+bench's tau give each vLLM peer's predicted speedup (no vLLM needed here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from draftsmith.errors import DraftsmithError
+from draftsmith.planning import vllm
+from draftsmith.planning.verify_curve import predict
+
+
+def test_the_curve_is_the_median_step_by_tokens_verified_drafting_excluded():
+    runs = {
+        "plain": {"steps": [[1, 0.010, 0.0], [1, 0.012, 0.0], [1, 0.011, 0.0]], "prefill_steps": []},
+        "ngram-3": {
+            "steps": [[4, 0.016, 0.001], [4, 0.017, 0.001], [4, 0.018, 0.001], [1, 0.011, 0.0]],
+            "prefill_steps": [],
+        },
+        "ngram-7": {"steps": [[8, 0.03, 0.0]], "prefill_steps": []},  # too few full rounds: left out
+    }
+    curve = vllm.curve_from(runs, "test")
+    assert curve.tokens == (1, 4)
+    assert curve.seconds == pytest.approx((0.011, 0.016))
+    with pytest.raises(DraftsmithError, match="too few"):
+        vllm.curve_from({"ngram-3": runs["ngram-3"]}, "test")
+
+
+def test_each_vllm_peer_is_predicted_from_its_tau_drafts_and_drafting_cost(tmp_path):
+    curve = vllm.curve_from(
+        {
+            "plain": {"steps": [[1, 0.010, 0.0]] * 3, "prefill_steps": []},
+            "ngram-3": {"steps": [[4, 0.016, 0.0]] * 3, "prefill_steps": []},
+        },
+        "test",
+    )
+    costs = {
+        "vllm-eagle3": vllm.DraftCost("vllm-eagle3", 3, 0.004, 0.05),
+        "vllm-ngram": vllm.DraftCost("vllm-ngram", 3, 0.0003, 0.05),
+    }
+    stats = {"rounds": 50, "drafted": 150, "new_tokens": 100}
+    ngram = {"rounds": 60, "drafted": 90, "new_tokens": 100}  # rounds without a match drafted nothing
+    bench = {
+        "summaries": [
+            {"suite": "code", "method": "vllm-eagle3", "tau": 2.0, "speedup_median": 1.1},
+            {"suite": "code", "method": "vllm-ngram", "tau": 1.67, "speedup_median": 1.2},
+            {"suite": "code", "method": "vllm-plain", "tau": None},
+            {"suite": "code", "method": "dspark", "tau": 2.2},
+        ],
+        "records": [
+            {"method": "vllm-eagle3", "suite": "code", "stats": stats},
+            {"method": "vllm-ngram", "suite": "code", "stats": ngram},
+        ],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    eagle, ng = vllm.compare(curve, costs, tmp_path / "b.json")
+    assert (eagle.method, eagle.drafts, eagle.draft_ms, eagle.measured) == ("vllm-eagle3", 3.0, 4.0, 1.1)
+    assert eagle.predicted == pytest.approx(predict(curve, 2.0, 3.0, 0.004, 100, 0.05), abs=1e-3)
+    # n-gram's lookup costs in proportion to what it drafted: 1.5 drafts a round here, against 3 timed
+    assert ng.drafts == 1.5 and ng.draft_ms == pytest.approx(0.15)
+    report = vllm.report(curve, costs, [eagle, ng])
+    assert "| code | vllm-eagle3 | 2.00 | 3.00 | 4.00 |" in report and "Break-even tau" in report
+
+
+def test_plan_engine_vllm_errors_are_one_line(tmp_path, capsys):
+    from draftsmith.cli import main
+
+    assert main(["plan", "--engine", "vllm", "--measure", "--bench", str(tmp_path / "no.json")]) == 2
+    assert "bench result not found" in capsys.readouterr().err
