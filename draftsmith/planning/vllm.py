@@ -38,30 +38,38 @@ PROBES = (
 """Prompts on which each drafter's cost a round is timed (what it drafts does not change its cost)."""
 
 
-def profile(model: str, dtype: str, runs: list[dict], threads: int, log: Path, timeout: float = 1800) -> dict:
-    """Run deploy/vllm_profile.py in vLLM's python: {run name: {"steps": [[tokens, step_s, draft_s]...],
-    "prefill_steps": [...]}}."""
+def profile(model: str, dtype: str, runs: list[dict], threads: int, log: Path, timeout: float = 900) -> dict:
+    """Run deploy/vllm_profile.py in vLLM's python, one process a run (vLLM builds one engine a
+    process): {run name: {"steps": [[tokens, step_s, draft_s], ...], "prefill_steps": [...]}}."""
     from draftsmith.deploy import vllm
 
     python = vllm.require()
     script = Path(__file__).resolve().parents[1] / "deploy" / "vllm_profile.py"
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"model": model, "dtype": dtype, "runs": runs}, f)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_CPU_KVCACHE_SPACE": "1"}
     env.pop("PYTHONPATH", None)
-    try:  # -P: the script's folder (which holds deploy/vllm.py) must not shadow the vllm package
-        run = subprocess.run(
-            [str(python), "-P", str(script), f.name], capture_output=True, text=True, env=env, timeout=timeout
-        )
-    finally:
-        os.unlink(f.name)
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(run.stdout + run.stderr)
-    line = [x for x in run.stdout.splitlines() if x.startswith("VLLM_PROFILE ")]
-    if run.returncode != 0 or not line:
-        tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise DraftsmithError(f"vLLM's profile failed: {tail[0][:300]} (log: {log})")
-    return json.loads(line[-1].removeprefix("VLLM_PROFILE "))["runs"]
+    found: dict = {}
+    for run in runs:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump({"model": model, "dtype": dtype, "runs": [run]}, f)
+        try:  # -P: the script's folder (which holds deploy/vllm.py) must not shadow the vllm package
+            done = subprocess.run(
+                [str(python), "-P", str(script), f.name],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=timeout,
+            )
+        finally:
+            os.unlink(f.name)
+        with log.open("a") as out:
+            out.write(f"=== {run['name']}\n{done.stdout}{done.stderr}")
+        line = [x for x in done.stdout.splitlines() if x.startswith("VLLM_PROFILE ")]
+        if done.returncode != 0 or not line:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+            raise DraftsmithError(f"vLLM's profile of {run['name']} failed: {tail[0][:300]} (log: {log})")
+        found.update(json.loads(line[-1].removeprefix("VLLM_PROFILE "))["runs"])
+    return found
 
 
 def ngram_config(drafts: int) -> dict:
@@ -125,9 +133,9 @@ class PeerPrediction:
     suite: str
     method: str
     tau: float  # tokens a target step, from the bench
-    drafts: float  # drafts a verified round
+    drafts: float  # drafts a round
     draft_ms: float  # drafting a round, timed in vLLM
-    verify_ms: float  # V(1 + drafts)
+    verify_ms: float  # a round's verify step: V(1 + drafts), or the mix of an n-gram's rounds
     predicted: float
     measured: float | None
 
@@ -135,21 +143,33 @@ class PeerPrediction:
         return asdict(self)
 
 
+def round_verify_s(curve: VerifyCurve, summary: dict, stats: list[dict]) -> tuple[float, float]:
+    """(drafts a round, verify seconds a round). A method that drafts every round (EAGLE-3, DFlash)
+    verifies 1 + d tokens each time. One that drafts only where it finds something (n-gram) mixes
+    1-token steps with steps of 1 + (its drafts where it drafted): vLLM's accepted length per drafted
+    round (`tau_drafted`) says how many rounds drafted, and the mix is priced step by step."""
+    rounds = sum(x["rounds"] for x in stats)
+    drafted = sum(x["drafted"] for x in stats)
+    accepted = sum(x["accepted"] for x in stats)
+    d = drafted / rounds
+    per_drafted = summary.get("tau_drafted")
+    if not per_drafted or per_drafted <= 1 or not accepted:
+        return d, curve.verify_s(1 + d)
+    drafting_rounds = min(accepted / (per_drafted - 1), rounds)
+    share = drafting_rounds / rounds
+    size = drafted / drafting_rounds
+    return d, (1 - share) * curve.verify_s(1) + share * curve.verify_s(1 + size)
+
+
 def compare(curve: VerifyCurve, costs: dict[str, DraftCost], bench_path: str | Path) -> list[PeerPrediction]:
-    """Predicted against measured speedup over vllm-plain for every vLLM peer that drafted in a bench.
-    A round that drafts nothing (n-gram without a match) still costs a 1-token step: tau per target
-    step already counts it, and its verify step is priced at the drafts it had on average."""
+    """Predicted against measured speedup over vllm-plain for every vLLM peer that drafted in a bench
+    (tau per target step from the bench; the curve, drafting cost and prompt pass from the profile)."""
     data = json.loads(Path(bench_path).read_text())
     prefill = statistics.median([c.prefill_s for c in costs.values()]) if costs else 0.0
     out = []
     for s in data["summaries"]:
         method = s["method"]
-        if (
-            not method.startswith("vllm-")
-            or method == "vllm-plain"
-            or not s.get("tau")
-            or method not in costs
-        ):
+        if method not in costs or method == "vllm-plain" or not s.get("tau"):
             continue
         recs = [
             r["stats"]
@@ -158,12 +178,10 @@ def compare(curve: VerifyCurve, costs: dict[str, DraftCost], bench_path: str | P
         ]
         if not recs:
             continue
-        rounds = sum(x["rounds"] for x in recs)
-        drafts = sum(x["drafted"] for x in recs) / rounds
+        drafts, verify = round_verify_s(curve, s, recs)
         tokens = sum(x["new_tokens"] for x in recs) / len(recs)
-        cost = costs[method]
-        draft_s = cost.draft_s * (drafts / cost.drafts if method == "vllm-ngram" else 1.0)
-        pred = predict(curve, s["tau"], drafts, draft_s, tokens, prefill)
+        draft_s = costs[method].draft_s
+        pred = predict(curve, s["tau"], drafts, draft_s, tokens, prefill, verify_s=verify)
         out.append(
             PeerPrediction(
                 s["suite"],
@@ -171,7 +189,7 @@ def compare(curve: VerifyCurve, costs: dict[str, DraftCost], bench_path: str | P
                 s["tau"],
                 round(drafts, 2),
                 round(1000 * draft_s, 2),
-                round(1000 * curve.verify_s(1 + drafts), 2),
+                round(1000 * verify, 2),
                 round(pred, 3),
                 s.get("speedup_median"),
             )
