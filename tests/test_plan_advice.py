@@ -173,7 +173,7 @@ def test_engine_choice_filters_the_methods_and_prints_the_deploy_line(capsys):
     code, _, err = plan_cli(capsys, "--cpu", "ddr5-4800x8", "--model", "qwen3-8b", "--engine", "vllm")
     assert code == 2 and "vLLM does not run on cpu" in err
     code, out, _ = plan_cli(capsys, "--engines")
-    assert code == 0 and "| dspark | GGUF | speculators | deepspec |" in out
+    assert code == 0 and "| dspark | GGUF | speculators; GPU only | deepspec |" in out
 
 
 # --- achievable bandwidth and the verify-cost curve -------------------------------------------------

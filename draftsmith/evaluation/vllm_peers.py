@@ -25,7 +25,8 @@ from draftsmith.errors import DraftsmithError
 from draftsmith.evaluation.servers import free_port, wait_healthy
 
 PREFIX = "vllm-"
-PEERS = ("vllm-plain", "vllm-ngram", "vllm-dflash", "vllm-dspark", "vllm-eagle3")
+PEERS = ("vllm-plain", "vllm-ngram", "vllm-dflash", "vllm-dspark", "vllm-eagle3", "vllm-draft-model")
+DRAFT_MODEL = "distilled"  # the method whose drafters vLLM runs as a draft model (an HF directory)
 DRAFT_MAX = 3  # drafts a round, as our default CPU mode and the llama.cpp peers verify
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
@@ -50,6 +51,13 @@ def speculative_config(name: str, target, drafters: dict, k: int = DRAFT_MAX) ->
             "prompt_lookup_min": 1,
             "prompt_lookup_max": 3,
         }
+    if name == "vllm-draft-model":  # a small LM of the target's vocabulary, as vLLM's draft_model
+        if not drafters.get(DRAFT_MODEL):
+            raise PeerUnavailable(
+                f"{name} needs a trained draft model (--drafter {DRAFT_MODEL}=DIR); none ships for it"
+            )
+        model = exported(DRAFT_MODEL, drafters[DRAFT_MODEL], target, "hf")
+        return {"method": "draft_model", "model": str(model), "num_speculative_tokens": k}
     method = name.removeprefix(PREFIX)
     return {
         "method": method,
@@ -58,11 +66,11 @@ def speculative_config(name: str, target, drafters: dict, k: int = DRAFT_MAX) ->
     }
 
 
-def exported(method: str, directory, target) -> Path:
-    """Our drafter in the speculators format, as vLLM runs it (no draftsmith-only inputs), once."""
+def exported(method: str, directory, target, fmt: str = "speculators") -> Path:
+    """Our drafter as vLLM runs it (speculators; a draft model as a plain HF directory), once."""
     from draftsmith.evaluation.llamacpp_peers import engine_export
 
-    return engine_export(method, directory, target, "speculators")
+    return engine_export(method, directory, target, fmt)
 
 
 def target_directory(target) -> str:
@@ -197,8 +205,8 @@ def start_peers(
     refused: dict[str, str] = {}
     try:
         for name in names:
-            spec = speculative_config(name, target, drafters)
             try:
+                spec = speculative_config(name, target, drafters)
                 peers[name] = VllmPeer(
                     name, model, spec, dtype, threads, log_dir / f"{name}.log", target.eos_ids
                 )
