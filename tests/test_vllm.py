@@ -95,3 +95,49 @@ def test_vllms_steps_and_drafting_are_timed_inside_vllm(smollm, tmp_path):
     curve = plan_vllm.curve_from(found, "test")
     assert curve.tokens == (1, 3) and all(0 < s < 1 for s in curve.seconds)
     assert found["plain"]["prefill_steps"][0][0] == len(runs[0]["prompts"][0])
+
+
+def test_a_distilled_drafter_runs_as_vllms_draft_model(smollm, tmp_path):
+    """`vllm-draft-model`: a distilled drafter from `draftsmith build`, exported as a plain HF
+    directory, runs as vLLM's draft_model and writes exactly vLLM's plain output (fp32)."""
+    import json
+
+    from draftsmith.cli import main
+    from draftsmith.evaluation.bench import run_bench
+
+    texts = [p.text for p in PROMPTS] + [
+        f"Name {n} things that are {c}." for n in (2, 3, 4) for c in "red blue".split()
+    ]
+    texts += ["What is 3 plus 4?", "Say hello in French.", "List two fruits.", "Why do birds sing?"] * 2
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"p{i}", "prompt": t}) + "\n" for i, t in enumerate(texts)))
+    args = [
+        "build",
+        "--method",
+        "distilled",
+        "--steps",
+        "3",
+        "--prompts",
+        str(prompts),
+        "--out",
+        str(tmp_path / "b"),
+    ]
+    assert (
+        main(
+            [*args, "--top-up", "0", "--max-new-tokens", "16", "--bench-prompts", "2", "--bench-tokens", "8"]
+        )
+        == 0
+    )
+    result = run_bench(
+        smollm,
+        {"code": PROMPTS[:1]},
+        ["vllm-plain", "vllm-draft-model"],
+        repeats=1,
+        max_new_tokens=24,
+        progress=False,
+        peer_logs=str(tmp_path / "logs"),
+        drafter_options={"drafter": {"distilled": str(tmp_path / "b" / "drafter")}},
+    )
+    by = {(s.suite, s.method): s for s in result.summaries}
+    peer = by[("code", "vllm-draft-model")]
+    assert peer.identical == peer.prompts == 1 and peer.baseline == "vllm-plain" and peer.tau >= 1.0

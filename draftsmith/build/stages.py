@@ -36,8 +36,11 @@ FORMAT_OF = {
     "zlab": "zlab",
     "deepspec": "deepspec",
     "sglang (SpecForge layout)": "sglang",
+    "HF directory": "hf",
 }
 """The `export --format` that writes what each engine's support entry says it loads."""
+ENGINE_METHOD = {"distilled": "draft-model"}
+"""Methods an engine knows under another name (a distilled drafter is a draft model to them)."""
 
 
 @dataclass(frozen=True)
@@ -496,7 +499,7 @@ def stage_export(s: BuildSettings, out: Path, target) -> dict:
     src = out / "drafter"
     result: dict[str, Any] = {}
     for engine in DEPLOY_ENGINES:
-        support = ENGINES[engine].methods.get(s.method)
+        support = ENGINES[engine].methods.get(ENGINE_METHOD.get(s.method, s.method))
         fmt = FORMAT_OF.get(support.fmt) if support else None
         if fmt not in METHODS[s.method].export_formats:
             result[engine] = {
