@@ -24,9 +24,17 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
-from draftsmith.planning.verify_curve import VerifyCurve, break_even, predict
+from draftsmith.planning.verify_curve import (
+    PeerPrediction,
+    VerifyCurve,
+    break_even,
+    break_even_line,
+    curve_lines,
+    predict,
+    prediction_lines,
+)
 
-__all__ = ["VerifyCurve", "break_even", "predict"]  # with the measurement and reports below
+__all__ = ["PeerPrediction", "VerifyCurve", "break_even", "predict"]  # with the measurement below
 
 TOKENS = (1, 2, 3, 4, 5, 6, 8, 12, 16)
 
@@ -79,21 +87,6 @@ def measure_row_cost(model: str | Path, curve: VerifyCurve, threads: int, draft_
     row_s = max((round_s - curve.step_s(1 + drafts)) / drafts, 0.0)
     source = f"{curve.source}; llama-server: {1000 * row_s:.2f} ms a verified row (n-gram drafts)"
     return replace(curve, row_s=row_s, source=source)
-
-
-@dataclass(frozen=True)
-class PeerPrediction:
-    suite: str
-    method: str
-    tau: float
-    drafts: float  # drafted tokens per round
-    draft_ms: float  # drafting a round
-    verify_ms: float  # V(1 + drafts): the curve's step plus the server's per-row cost
-    predicted: float
-    measured: float | None
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def compare(curve: VerifyCurve, bench_path: str | Path) -> list[PeerPrediction]:
@@ -172,11 +165,7 @@ def compare_plain(curve: VerifyCurve, bench_path: str | Path) -> list[PlainPredi
 
 
 def report(curve: VerifyCurve, rows: list[PeerPrediction], plain: list[PlainPrediction] = ()) -> str:
-    lines = [f"## llama.cpp verify cost on this machine ({curve.source})", ""]
-    lines += ["| tokens in the step | " + " | ".join(map(str, curve.tokens)) + " |"]
-    lines += ["|---|" + "---|" * len(curve.tokens)]
-    lines += ["| ms | " + " | ".join(f"{1000 * s:.2f}" for s in curve.seconds) + " |"]
-    lines += ["| relative to 1 | " + " | ".join(f"{v:.2f}" for v in curve.relative().values()) + " |", ""]
+    lines = curve_lines(curve, "llama.cpp verify cost on this machine")
     if curve.row_s:
         lines += [
             f"llama-server's verify step adds {1000 * curve.row_s:.2f} ms for each row beyond the first "
@@ -194,25 +183,7 @@ def report(curve: VerifyCurve, rows: list[PeerPrediction], plain: list[PlainPred
             m = "-" if p.measured is None else f"{p.measured:.1f}"
             lines.append(f"| {p.suite} | {p.tokens:.0f} | {p.prefill_ms:.0f} | {p.predicted:.1f} | {m} |")
         lines.append("")
-    if rows:
-        lines += [
-            "## Predicted against measured, llama.cpp peers (the bench's tau and drafting time, this curve)",
-            "",
-            "| suite | method | tau | drafts a round | drafting ms | verify ms | predicted | measured |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            m = "-" if r.measured is None else f"{r.measured:.2f}x"
-            lines.append(
-                f"| {r.suite} | {r.method} | {r.tau:.2f} | {r.drafts:.2f} | {r.draft_ms:.2f} | "
-                f"{r.verify_ms:.2f} | {r.predicted:.2f}x | {m} |"
-            )
-        lines.append("")
-    lines.append(
-        "Break-even tau at 3 drafts a round (speedup 1.0), by drafting cost: "
-        + ", ".join(
-            f"{int(f * 100)}% of a step: {break_even(curve, f * curve.step_s(1)):.2f}"
-            for f in (0.0, 0.25, 0.5, 1.0)
-        )
-    )
+    title = "Predicted against measured, llama.cpp peers (the bench's tau and drafting time, this curve)"
+    lines += prediction_lines(rows, title)
+    lines.append(break_even_line(curve))
     return "\n".join(lines)

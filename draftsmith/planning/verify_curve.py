@@ -10,7 +10,7 @@ llama.cpp's curve comes from llama-bench (planning/llamacpp.py), vLLM's from its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
@@ -59,3 +59,59 @@ def predict(
 def break_even(curve: VerifyCurve, draft_s: float, drafts: int = 3) -> float:
     """The tau a method needs to match plain decoding at d drafts a round and this drafting cost."""
     return (curve.verify_s(1 + drafts) + draft_s) / curve.step_s(1)
+
+
+@dataclass(frozen=True)
+class PeerPrediction:
+    """One (suite, method) of an engine's bench peers: the speedup the curve predicts, and the bench's."""
+
+    suite: str
+    method: str
+    tau: float  # tokens a target step, from the bench
+    drafts: float  # drafts a round
+    draft_ms: float  # drafting a round
+    verify_ms: float  # a round's verify step
+    predicted: float
+    measured: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def curve_lines(curve: VerifyCurve, title: str) -> list[str]:
+    """The curve as a markdown table under `title`."""
+    return [
+        f"## {title} ({curve.source})",
+        "",
+        "| tokens in the step | " + " | ".join(map(str, curve.tokens)) + " |",
+        "|---|" + "---|" * len(curve.tokens),
+        "| ms | " + " | ".join(f"{1000 * s:.2f}" for s in curve.seconds) + " |",
+        "| relative to 1 | " + " | ".join(f"{v:.2f}" for v in curve.relative().values()) + " |",
+        "",
+    ]
+
+
+def prediction_lines(rows: list[PeerPrediction], title: str) -> list[str]:
+    """Predicted against measured speedups as a markdown table under `title` (none: no lines)."""
+    if not rows:
+        return []
+    lines = [
+        f"## {title}",
+        "",
+        "| suite | method | tau | drafts a round | drafting ms | verify ms | predicted | measured |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        m = "-" if r.measured is None else f"{r.measured:.2f}x"
+        lines.append(
+            f"| {r.suite} | {r.method} | {r.tau:.2f} | {r.drafts:.2f} | {r.draft_ms:.2f} | "
+            f"{r.verify_ms:.2f} | {r.predicted:.2f}x | {m} |"
+        )
+    return [*lines, ""]
+
+
+def break_even_line(curve: VerifyCurve) -> str:
+    return "Break-even tau at 3 drafts a round (speedup 1.0), by drafting cost: " + ", ".join(
+        f"{int(f * 100)}% of a step: {break_even(curve, f * curve.step_s(1)):.2f}"
+        for f in (0.0, 0.25, 0.5, 1.0)
+    )

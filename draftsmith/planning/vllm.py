@@ -22,12 +22,18 @@ import os
 import statistics
 import subprocess
 import tempfile
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
-from draftsmith.planning.llamacpp import REPEAT_PROMPT
-from draftsmith.planning.verify_curve import VerifyCurve, break_even, predict
+from draftsmith.planning.verify_curve import (
+    PeerPrediction,
+    VerifyCurve,
+    break_even_line,
+    curve_lines,
+    predict,
+    prediction_lines,
+)
 
 DRAFTS = (1, 2, 3, 4, 5, 6, 7)
 PROBES = (
@@ -128,21 +134,6 @@ def draft_cost(name: str, run: dict, drafts: int) -> DraftCost:
     return DraftCost(name, drafts, statistics.median(draft), statistics.median(prefill) if prefill else 0.0)
 
 
-@dataclass(frozen=True)
-class PeerPrediction:
-    suite: str
-    method: str
-    tau: float  # tokens a target step, from the bench
-    drafts: float  # drafts a round
-    draft_ms: float  # drafting a round, timed in vLLM
-    verify_ms: float  # a round's verify step: V(1 + drafts), or the mix of an n-gram's rounds
-    predicted: float
-    measured: float | None
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 def round_verify_s(curve: VerifyCurve, summary: dict, stats: list[dict]) -> tuple[float, float]:
     """(drafts a round, verify seconds a round). A method that drafts every round (EAGLE-3, DFlash)
     verifies 1 + d tokens each time. One that drafts only where it finds something (n-gram) mixes
@@ -198,11 +189,7 @@ def compare(curve: VerifyCurve, costs: dict[str, DraftCost], bench_path: str | P
 
 
 def report(curve: VerifyCurve, costs: dict[str, DraftCost], rows: list[PeerPrediction]) -> str:
-    lines = [f"## vLLM verify cost on this machine ({curve.source})", ""]
-    lines += ["| tokens in the step | " + " | ".join(map(str, curve.tokens)) + " |"]
-    lines += ["|---|" + "---|" * len(curve.tokens)]
-    lines += ["| ms | " + " | ".join(f"{1000 * s:.2f}" for s in curve.seconds) + " |"]
-    lines += ["| relative to 1 | " + " | ".join(f"{v:.2f}" for v in curve.relative().values()) + " |", ""]
+    lines = curve_lines(curve, "vLLM verify cost on this machine")
     if costs:
         lines += ["## Drafting a round in vLLM (median, timed inside its engine)", ""]
         lines += [
@@ -213,29 +200,7 @@ def report(curve: VerifyCurve, costs: dict[str, DraftCost], rows: list[PeerPredi
             total = (c.draft_s + curve.verify_s(1 + c.drafts)) / curve.step_s(1)
             lines.append(f"| {c.method} | {c.drafts} | {1000 * c.draft_s:.2f} | {total:.2f} |")
         lines.append("")
-    if rows:
-        lines += [
-            "## Predicted against measured, vLLM peers (the bench's tau, this curve, the drafting above)",
-            "",
-            "| suite | method | tau | drafts a round | drafting ms | verify ms | predicted | measured |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rows:
-            m = "-" if r.measured is None else f"{r.measured:.2f}x"
-            lines.append(
-                f"| {r.suite} | {r.method} | {r.tau:.2f} | {r.drafts:.2f} | {r.draft_ms:.2f} | "
-                f"{r.verify_ms:.2f} | {r.predicted:.2f}x | {m} |"
-            )
-        lines.append("")
-    lines.append(
-        "Break-even tau at 3 drafts a round (speedup 1.0), by drafting cost: "
-        + ", ".join(
-            f"{int(f * 100)}% of a step: {break_even(curve, f * curve.step_s(1)):.2f}"
-            for f in (0.0, 0.25, 0.5, 1.0)
-        )
-    )
+    title = "Predicted against measured, vLLM peers (the bench's tau, this curve, the drafting above)"
+    lines += prediction_lines(rows, title)
+    lines.append(break_even_line(curve))
     return "\n".join(lines)
-
-
-def repeat_prompt_ids(target) -> list[int]:
-    return target.tokenizer.encode(REPEAT_PROMPT)
