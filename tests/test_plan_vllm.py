@@ -75,3 +75,52 @@ def test_plan_engine_vllm_errors_are_one_line(tmp_path, capsys):
 
     assert main(["plan", "--engine", "vllm", "--measure", "--bench", str(tmp_path / "no.json")]) == 2
     assert "bench result not found" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # loads the real target (to tokenize and export the drafters it times)
+def test_plan_measure_engine_vllm_prints_the_curve_drafting_and_predictions(tmp_path, capsys, monkeypatch):
+    """The command's wiring, with vLLM's profile stood in by fixed timings (the profile itself runs in
+    test_vllm.py): every configuration is asked for, and the report reads the bench."""
+    from draftsmith.cli import main
+
+    asked = []
+
+    def fake_profile(model, dtype, runs, threads, log, timeout=900):
+        asked.extend(r["name"] for r in runs)
+        out = {}
+        for r in runs:
+            k = 1 if r["name"] in ("plain",) or r["name"].startswith("vllm-") else 1 + int(r["name"][6:])
+            out[r["name"]] = {
+                "steps": [[k, 0.010 + 0.001 * k, 0.002]] * 3,
+                "prefill_steps": [[40, 0.03, 0.0]],
+            }
+        return out
+
+    monkeypatch.setattr(vllm, "profile", fake_profile)
+    monkeypatch.setattr("draftsmith.evaluation.vllm_peers.exported", lambda *a, **k: tmp_path / "d")
+    bench = {
+        "machine": {"dtype": "bfloat16"},
+        "config": {"k": 3},
+        "summaries": [{"suite": "all", "method": "vllm-eagle3", "tau": 1.7, "tau_drafted": 1.7}],
+        "records": [
+            {
+                "method": "vllm-eagle3",
+                "suite": "code",
+                "stats": {"rounds": 10, "drafted": 30, "accepted": 7, "new_tokens": 17},
+            }
+        ],
+    }
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    assert main(["plan", "--measure", "--engine", "vllm", "--bench", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert asked == [
+        "plain",
+        *(f"ngram-{d}" for d in vllm.DRAFTS),
+        "vllm-ngram",
+        "vllm-eagle3",
+        "vllm-dflash",
+    ]
+    assert (
+        "| tokens in the step | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 |" in out
+        and "| all | vllm-eagle3 | 1.70 |" in out
+    )

@@ -85,7 +85,7 @@ def test_vllms_steps_and_drafting_are_timed_inside_vllm(smollm, tmp_path):
     from draftsmith.evaluation.vllm_peers import target_directory
     from draftsmith.planning import vllm as plan_vllm
 
-    runs = plan_vllm.curve_runs(smollm.tokenizer.encode(plan_vllm.REPEAT_PROMPT), drafts=(2,), tokens=32)
+    runs = plan_vllm.curve_runs(smollm.tokenizer, drafts=(2,), tokens=32)
     found = plan_vllm.profile(target_directory(smollm), "float32", runs, 2, tmp_path / "profile.log")
     assert set(found) == {"plain", "ngram-2"}
     assert {n for n, _, _ in found["plain"]["steps"]} == {1}  # plain decoding: one token a step
@@ -94,7 +94,7 @@ def test_vllms_steps_and_drafting_are_timed_inside_vllm(smollm, tmp_path):
     assert len(filled) >= len(found["ngram-2"]["steps"]) // 2  # most rounds verify 1 + 2 tokens
     curve = plan_vllm.curve_from(found, "test")
     assert curve.tokens == (1, 3) and all(0 < s < 1 for s in curve.seconds)
-    assert found["plain"]["prefill_steps"][0][0] == len(runs[0]["prompts"][0])
+    assert found["plain"]["prefill_steps"][0][0] == len(smollm.tokenizer.encode(plan_vllm.REPEAT_PROMPT))
 
 
 def test_a_distilled_drafter_runs_as_vllms_draft_model(smollm, tmp_path):

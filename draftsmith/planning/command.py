@@ -381,7 +381,7 @@ def _vllm(args: argparse.Namespace) -> int:
     log = Path(tempfile.mkdtemp(prefix="draftsmith-vllm-plan-")) / "profile.log"
     probes = [target.encode(p) for p in vllm.PROBES]
     peers = ["vllm-ngram", "vllm-eagle3", "vllm-dflash"]
-    runs = vllm.curve_runs(target.tokenizer.encode(vllm.REPEAT_PROMPT))
+    runs = vllm.curve_runs(target.tokenizer)
     for name in peers:
         runs.append(
             {

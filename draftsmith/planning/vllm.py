@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
+from draftsmith.planning.llamacpp import REPEAT_PROMPT
 from draftsmith.planning.verify_curve import (
     PeerPrediction,
     VerifyCurve,
@@ -87,8 +88,9 @@ def ngram_config(drafts: int) -> dict:
     }
 
 
-def curve_runs(repeat_ids: list[int], drafts=DRAFTS, tokens: int = 96) -> list[dict]:
+def curve_runs(tokenizer, drafts=DRAFTS, tokens: int = 96) -> list[dict]:
     """Plain decoding and n-gram drafting at each draft count, on the repeating prompt."""
+    repeat_ids = tokenizer.encode(REPEAT_PROMPT)
     runs = [{"name": "plain", "speculative_config": None, "prompts": [repeat_ids], "max_tokens": tokens}]
     for d in drafts:
         runs.append(
