@@ -83,3 +83,32 @@ def install(force: bool = False) -> Path:
         raise DraftsmithError(f"vLLM installed but does not import: {tail[0]}")
     (root / DONE).write_text(VERSION + "\n")
     return root
+
+
+def run_script(name: str, request: dict, threads: int, log: Path, marker: str, timeout: float = 900) -> dict:
+    """Run one of draftsmith/deploy's in-vLLM scripts (vllm_first_drafts.py, vllm_profile.py) in vLLM's
+    python with a JSON request; append its output to `log`; return the JSON it prints after `marker`.
+    `-P` keeps the script's folder (which holds this module, named vllm) off the path."""
+    import json
+    import tempfile
+
+    python = require()
+    script = Path(__file__).resolve().parent / name
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(request, f)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_CPU_KVCACHE_SPACE": "1"}
+    env.pop("PYTHONPATH", None)
+    try:
+        done = subprocess.run(
+            [str(python), "-P", str(script), f.name], capture_output=True, text=True, env=env, timeout=timeout
+        )
+    finally:
+        os.unlink(f.name)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as out:
+        out.write(done.stdout + done.stderr)
+    found = [x for x in done.stdout.splitlines() if x.startswith(marker + " ")]
+    if done.returncode != 0 or not found:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise DraftsmithError(f"vLLM's {name} failed: {tail[0][:300]} (log: {log})")
+    return json.loads(found[-1].removeprefix(marker + " "))

@@ -10,17 +10,11 @@ candidates), and from vLLM's proposer, wrapped in its own process (deploy/vllm_f
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import tempfile
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from draftsmith.errors import DraftsmithError
-from draftsmith.evaluation.servers import free_port, wait_healthy
 
 LLAMACPP_DRAFT = re.compile(r"seq_id +0, draft candidate +0, pos +(\d+): +(\d+)")
 
@@ -86,30 +80,19 @@ def in_llamacpp(
     threads: int = 2,
 ) -> list[FirstDrafts]:
     """Each prompt's first drafted block in llama-server, every draft kept (`--spec-draft-p-min 0`)."""
-    from draftsmith.deploy import llamacpp
+    from draftsmith.evaluation.llamacpp_peers import LlamaServerPeer, completion
     from draftsmith.export.gguf import spec_type
 
-    port = free_port()
-    cmd = [str(llamacpp.binary("llama-server")), "-m", str(target_gguf), "-md", str(drafter_gguf)]
-    cmd += ["--spec-type", spec_type(method, drafter_dir), "--spec-draft-n-max", str(k)]
-    cmd += ["--spec-draft-p-min", "0", "--host", "127.0.0.1", "--port", str(port)]
-    cmd += ["-t", str(threads), "-np", "1", "-c", "2048", "-lv", "5"]
-    proc = subprocess.Popen(cmd, stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    args = ["-md", str(drafter_gguf), "--spec-type", spec_type(method, drafter_dir)]
+    args += ["--spec-draft-n-max", str(k), "--spec-draft-p-min", "0", "-lv", "5"]  # 5: drafts logged
+    server = LlamaServerPeer("first-drafts", args, Path(target_gguf), threads, log, frozenset())
     try:
-        if wait_healthy(proc, port, 120.0) != "ready":
-            raise DraftsmithError(f"llama-server did not start (log: {log})")
         out = []
         for ids in prompts:
             start = len(log.read_text(errors="replace"))
-            body = {"prompt": ids, "n_predict": k + 2, "temperature": 0, "top_k": 1, "cache_prompt": False}
-            body["return_tokens"] = True
-            req = urllib.request.Request(
-                f"http://127.0.0.1:{port}/completion", data=json.dumps(body).encode()
-            )
-            reply = json.loads(urllib.request.urlopen(req, timeout=120).read())
-            found = [
-                (int(p), int(t)) for p, t in LLAMACPP_DRAFT.findall(log.read_text(errors="replace")[start:])
-            ]
+            reply = completion(server.port, ids, k + 2)
+            text = log.read_text(errors="replace")[start:]
+            found = [(int(p), int(t)) for p, t in LLAMACPP_DRAFT.findall(text)]
             block: list[int] = []
             for pos, tok in found:  # the first round: positions 0, 1, ... in order
                 if pos != len(block):
@@ -118,8 +101,7 @@ def in_llamacpp(
             out.append(FirstDrafts(int(reply["tokens"][0]), block))
         return out
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.close()
 
 
 def in_vllm(
@@ -134,23 +116,8 @@ def in_vllm(
     """Each prompt's first drafted block in vLLM (its CPU build, in its own virtualenv and process)."""
     from draftsmith.deploy import vllm
 
-    python = vllm.require()
-    script = Path(__file__).resolve().parents[1] / "deploy" / "vllm_first_drafts.py"
     request = {"model": model, "speculative_config": speculative_config, "dtype": dtype, "prompts": prompts}
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(request, f)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    env.pop("PYTHONPATH", None)
-    try:  # -P: the script's folder (which holds our deploy/vllm.py) must not shadow the vllm package
-        run = subprocess.run(
-            [str(python), "-P", str(script), f.name], capture_output=True, text=True, env=env, timeout=timeout
-        )
-    finally:
-        os.unlink(f.name)
-    log.write_text(run.stdout + run.stderr)
-    line = [x for x in run.stdout.splitlines() if x.startswith("FIRST_DRAFTS ")]
-    if run.returncode != 0 or not line:
-        tail = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise DraftsmithError(f"vLLM's first drafts failed: {tail[0][:300]} (log: {log})")
-    found = json.loads(line[-1].removeprefix("FIRST_DRAFTS "))["first_drafts"]
+    found = vllm.run_script("vllm_first_drafts.py", request, threads, log, "FIRST_DRAFTS", timeout)[
+        "first_drafts"
+    ]
     return [FirstDrafts(int(x["token"]), [int(t) for t in x["drafts"]]) for x in found]

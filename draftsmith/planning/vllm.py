@@ -18,10 +18,7 @@ with the prefill the profile's prompt pass and n the bench's answer length.
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,32 +47,12 @@ def profile(model: str, dtype: str, runs: list[dict], threads: int, log: Path, t
     process): {run name: {"steps": [[tokens, step_s, draft_s], ...], "prefill_steps": [...]}}."""
     from draftsmith.deploy import vllm
 
-    python = vllm.require()
-    script = Path(__file__).resolve().parents[1] / "deploy" / "vllm_profile.py"
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    env.pop("PYTHONPATH", None)
-    log.parent.mkdir(parents=True, exist_ok=True)
     found: dict = {}
     for run in runs:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-            json.dump({"model": model, "dtype": dtype, "runs": [run]}, f)
-        try:  # -P: the script's folder (which holds deploy/vllm.py) must not shadow the vllm package
-            done = subprocess.run(
-                [str(python), "-P", str(script), f.name],
-                capture_output=True,
-                text=True,
-                env=env,
-                timeout=timeout,
-            )
-        finally:
-            os.unlink(f.name)
-        with log.open("a") as out:
-            out.write(f"=== {run['name']}\n{done.stdout}{done.stderr}")
-        line = [x for x in done.stdout.splitlines() if x.startswith("VLLM_PROFILE ")]
-        if done.returncode != 0 or not line:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["(no output)"]
-            raise DraftsmithError(f"vLLM's profile of {run['name']} failed: {tail[0][:300]} (log: {log})")
-        found.update(json.loads(line[-1].removeprefix("VLLM_PROFILE "))["runs"])
+        request = {"model": model, "dtype": dtype, "runs": [run]}
+        found.update(
+            vllm.run_script("vllm_profile.py", request, threads, log, "VLLM_PROFILE", timeout)["runs"]
+        )
     return found
 
 
